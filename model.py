@@ -1,0 +1,210 @@
+"""
+model.py: a nanoGPT-style GPT-2 with left-padded batches, a KV cache, and the tokenizer.
+
+The policy π_θ of GRPO is this language model: π_θ(o_t | q, o_<t) = softmax(logits_t).
+Everything here is GPT-2's architecture with GPT-2's parameter names (transformer.wte,
+transformer.wpe, transformer.h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+mlp.c_proj}, transformer.ln_f, lm_head tied to wte), so a GPT-2 state dict maps onto it.
+
+Shape letters used in this repository (named once, here):
+    B  prompts in a batch          G  completions per prompt (rows are N = B*G)
+    P  prompt length after left padding
+    T  completion length           V  vocabulary size
+    L  tokens fed in one forward   S  keys attended to (cache + new tokens)
+    C  embedding width             H  heads, D = C // H head width
+
+Mask convention (the only one in the project): `mask` is a bool tensor, True for a real
+token and False for left padding. It is never derived from token ids, because the pad
+id and the EOS id are the same token. Positions start at each row's first real token,
+so a left-padded row gives the same logits as the same sequence alone.
+
+Where this departs from GPT-2 / DeepSeekMath:
+- no dropout: RL needs the sampler and the trainer to see the same function;
+- the default tokenizer is byte-level (256 bytes + <|endoftext|>) because it works
+  offline and suits arithmetic; tiktoken's "gpt2" is available where its files are.
+"""
+import math
+from dataclasses import dataclass
+
+import tiktoken
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+def get_tokenizer(name="bytes"):
+    """A tiktoken.Encoding. "bytes": the 256 byte tokens plus <|endoftext|> (id 256), offline."""
+    if name == "bytes":
+        return tiktoken.Encoding(
+            name="bytes",
+            pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+            mergeable_ranks={bytes([i]): i for i in range(256)},
+            special_tokens={"<|endoftext|>": 256},
+        )
+    if name == "gpt2":
+        try:
+            return tiktoken.get_encoding("gpt2")
+        except (OSError, ValueError) as e:  # requests' network errors are OSErrors
+            raise SystemExit(f"error: tiktoken's 'gpt2' files are not available here "
+                             f"({type(e).__name__}); use --tokenizer bytes") from None
+    raise SystemExit(f"error: unknown tokenizer '{name}'; choose 'bytes' or 'gpt2'")
+
+
+# ----------------------------------------------------------------------------- KV cache
+
+class KVCache:
+    """Keys and values of every layer for incremental decoding, plus the key mask.
+
+    k[l], v[l]: (N, H, S_max, D); valid: (N, S_max) bool; `length` columns are filled.
+    """
+
+    def __init__(self, n_layer, max_len):
+        self.n_layer, self.max_len = n_layer, max_len
+        self.k, self.v = [None] * n_layer, [None] * n_layer
+        self.valid = None  # (N, S_max) bool, allocated on first use
+        self.length = 0
+
+    def update(self, layer, k, v):
+        """Write new keys/values k, v (N, H, L, D) after the cached ones; return all (N, H, S, D)."""
+        N, H, L, D = k.shape
+        if self.k[layer] is None:
+            self.k[layer] = k.new_zeros(N, H, self.max_len, D)  # (N, H, S_max, D)
+            self.v[layer] = v.new_zeros(N, H, self.max_len, D)  # (N, H, S_max, D)
+        if self.length + L > self.max_len:
+            raise ValueError(f"KV cache full: {self.length} + {L} > {self.max_len}")
+        self.k[layer][:, :, self.length:self.length + L] = k
+        self.v[layer][:, :, self.length:self.length + L] = v
+        return self.k[layer][:, :, :self.length + L], self.v[layer][:, :, :self.length + L]
+
+    def repeat_interleave(self, G):
+        """Row n becomes rows n*G .. n*G+G-1: prefill B prompts once, then decode B*G rows."""
+        self.k = [t.repeat_interleave(G, dim=0) if t is not None else None for t in self.k]
+        self.v = [t.repeat_interleave(G, dim=0) if t is not None else None for t in self.v]
+        self.valid = self.valid.repeat_interleave(G, dim=0)
+        return self
+
+
+# ----------------------------------------------------------------------------- the GPT
+
+@dataclass
+class GPTConfig:
+    block_size: int = 256    # longest sequence (positions) the model can see
+    vocab_size: int = 257    # 256 bytes + <|endoftext|>; 50257 for tiktoken's gpt2
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 256
+    bias: bool = True        # GPT-2 has biases in Linear and LayerNorm
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+
+    def forward(self, x, attn_mask, cache=None, layer=0):
+        N, L, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(N, L, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (N, H, L, D)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (N, H, S, D)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (N, H, L, D)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(N, L, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, attn_mask, cache=None, layer=0):
+        x = x + self.attn(self.ln_1(x), attn_mask, cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
+        # GPT-2 init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * n_layer)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self):
+        """Parameter count; the tied lm_head is counted once (as wte)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self, max_len):
+        return KVCache(self.config.n_layer, max_len)
+
+    def forward(self, idx, mask=None, cache=None):
+        """Logits for every position of idx.
+
+        idx:   (N, L) token ids; with a cache, the L tokens that follow the cached ones.
+        mask:  (N, L) bool, True = real token, False = left padding. None = all real.
+        cache: a KVCache, updated in place, or None for a plain full forward.
+        Returns logits (N, L, V) in the autocast dtype if any, else float32.
+        """
+        N, L = idx.shape
+        if mask is None:
+            mask = torch.ones(N, L, dtype=torch.bool, device=idx.device)  # (N, L)
+        past = 0 if cache is None else cache.length
+        if cache is not None:
+            if cache.valid is None:
+                cache.valid = torch.zeros(N, cache.max_len, dtype=torch.bool, device=idx.device)  # (N, S_max)
+            cache.valid[:, past:past + L] = mask
+            key_valid = cache.valid[:, :past + L]  # (N, S)
+        else:
+            key_valid = mask  # (N, S) with S = L
+        # positions count real tokens only, so left padding does not shift them
+        pos = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, past:]  # (N, L)
+        if int(pos.max()) >= self.config.block_size:
+            raise ValueError(f"sequence needs position {int(pos.max())}, block_size is {self.config.block_size}")
+        # query i (absolute column past+i) sees key j if j <= past+i and key j is real; every
+        # query also sees itself, so a padding query never has an empty (NaN) softmax row.
+        q_col = torch.arange(past, past + L, device=idx.device)[:, None]  # (L, 1)
+        k_col = torch.arange(past + L, device=idx.device)[None, :]         # (1, S)
+        attn_mask = ((k_col <= q_col) & key_valid[:, None, :]) | (k_col == q_col)  # (N, L, S)
+        attn_mask = attn_mask[:, None]  # (N, 1, L, S), broadcast over heads
+
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (N, L, C)
+        for i, block in enumerate(self.transformer.h):
+            x = block(x, attn_mask, cache, i)
+        if cache is not None:
+            cache.length += L
+        return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)

@@ -1,0 +1,127 @@
+"""Properties of model.py: causality, left-padding invariance, KV cache, tokenizer, size, learning."""
+import torch
+import torch.nn.functional as F
+
+from model import GPT, GPTConfig, get_tokenizer
+
+CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
+
+
+def tiny(seed=0, cfg=CFG):
+    torch.manual_seed(seed)
+    return GPT(cfg).eval()
+
+
+def left_pad(seqs, pad_id=256):
+    """Left-pad token lists into idx (N, L) and mask (N, L), True on real tokens."""
+    L = max(len(s) for s in seqs)
+    idx = torch.full((len(seqs), L), pad_id, dtype=torch.long)  # (N, L)
+    mask = torch.zeros(len(seqs), L, dtype=torch.bool)          # (N, L)
+    for n, s in enumerate(seqs):
+        idx[n, L - len(s):] = torch.tensor(s)
+        mask[n, L - len(s):] = True
+    return idx, mask
+
+
+def test_causality():
+    model = tiny()
+    idx = torch.randint(0, 256, (2, 12))
+    changed = idx.clone()
+    changed[:, 8] = (changed[:, 8] + 1) % 256
+    with torch.no_grad():
+        a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :8], b[:, :8], atol=1e-6, rtol=0)
+    assert (a[:, 8:] - b[:, 8:]).abs().max() > 1e-4  # the change is visible from position 8 on
+
+
+def test_left_padding_gives_the_logits_of_the_sequence_alone():
+    model = tiny()
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (5, 11, 8)]
+    idx, mask = left_pad(seqs)
+    with torch.no_grad():
+        batched = model(idx, mask)  # (N, L, V)
+        for n, s in enumerate(seqs):
+            alone = model(torch.tensor([s]))[0]
+            torch.testing.assert_close(batched[n, -len(s):], alone, atol=1e-5, rtol=0)
+        # the mask is what makes this true: ignoring it must break it
+        unmasked = model(idx)
+    assert (unmasked[0, -5:] - batched[0, -5:]).abs().max() > 1e-3
+
+
+def test_kv_cache_matches_full_forward_on_left_padded_batch():
+    model = tiny()
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (3, 9, 6)]
+    idx, mask = left_pad(prompts)
+    steps = torch.randint(0, 257, (3, 7), generator=g)  # (N, T) tokens fed one at a time
+    full_idx = torch.cat([idx, steps], dim=1)  # (N, P+T)
+    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)  # (N, P+T)
+    with torch.no_grad():
+        full = model(full_idx, full_mask)  # (N, P+T, V)
+        cache = model.new_cache(full_idx.shape[1])
+        pieces = [model(idx, mask, cache=cache)]
+        for t in range(steps.shape[1]):
+            pieces.append(model(steps[:, t:t + 1], cache=cache))
+    cached = torch.cat(pieces, dim=1)
+    real = full_mask  # padding positions have no meaningful logits
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=0)
+
+
+def test_cache_repeat_interleave_matches_repeated_prompts():
+    model = tiny()
+    idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]])
+    G = 3
+    with torch.no_grad():
+        cache = model.new_cache(10)
+        model(idx, mask, cache=cache)
+        cache.repeat_interleave(G)
+        nxt = torch.arange(6).view(6, 1)  # (B*G, 1)
+        out = model(nxt, cache=cache)[:, -1]  # (B*G, V)
+        ref = model(torch.cat([idx.repeat_interleave(G, 0), nxt], 1),
+                    torch.cat([mask.repeat_interleave(G, 0), torch.ones(6, 1, dtype=torch.bool)], 1))[:, -1]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+def test_bytes_tokenizer_round_trips_utf8():
+    enc = get_tokenizer("bytes")
+    assert enc.n_vocab == 257 and enc.eot_token == 256
+    for text in ["12 + 30 = 42", "Ünïcødé − 3½ × 2 = 7 ✓ 数学 🙂", "", "a\nb\tc  "]:
+        ids = enc.encode(text)
+        assert all(0 <= i < 256 for i in ids)
+        assert enc.decode(ids) == text
+        assert len(ids) == len(text.encode("utf-8"))
+    assert enc.encode("<|endoftext|>", allowed_special="all") == [256]
+
+
+def test_parameter_count_matches_hand_count():
+    V, S, C, nl = 257, 64, 32, 2
+    per_layer = (2 * C) + (C * 3 * C + 3 * C) + (C * C + C) + (2 * C) + (C * 4 * C + 4 * C) + (4 * C * C + C)
+    expected = V * C + S * C + nl * per_layer + 2 * C  # lm_head is tied to wte
+    model = tiny()
+    assert per_layer == 12_704 and expected == 35_744  # the arithmetic, written out
+    assert model.num_params() == expected
+    assert model.lm_head.weight is model.transformer.wte.weight
+    names = set(dict(model.named_parameters()))
+    for n in ["transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight",
+              "transformer.h.1.attn.c_attn.weight", "transformer.h.1.attn.c_proj.bias",
+              "transformer.h.0.ln_2.bias", "transformer.h.0.mlp.c_fc.weight",
+              "transformer.h.0.mlp.c_proj.weight", "transformer.ln_f.weight"]:
+        assert n in names, n
+
+
+def test_tiny_model_overfits_one_batch():
+    model = tiny(seed=3).train()
+    g = torch.Generator().manual_seed(3)
+    idx = torch.randint(0, 257, (4, 24), generator=g)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(150):
+        logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), idx[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[0] > 5.0          # about log(257) = 5.55 at init
+    assert losses[-1] < 0.2 * losses[0]
