@@ -192,9 +192,9 @@ class GPT(nn.Module):
         else:
             key_valid = mask  # (N, S) with S = L
         # positions count real tokens only, so left padding does not shift them
+        if past + L > self.config.block_size:  # checked on the host: no device sync per step
+            raise ValueError(f"{past + L} columns exceed block_size {self.config.block_size}")
         pos = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, past:]  # (N, L)
-        if int(pos.max()) >= self.config.block_size:
-            raise ValueError(f"sequence needs position {int(pos.max())}, block_size is {self.config.block_size}")
         # query i (absolute column past+i) sees key j if j <= past+i and key j is real; every
         # query also sees itself, so a padding query never has an empty (NaN) softmax row.
         q_col = torch.arange(past, past + L, device=idx.device)[:, None]  # (L, 1)

@@ -1,0 +1,97 @@
+"""Benchmark of reward.py, run by hand (not collected by pytest): python tests/bench_reward.py
+
+Prints completions verified per second on GSM8K-like completions, and the time of one
+reward() call (and one extract_answer(..., last_number=True) call) on 1 MB hostile inputs.
+Targets (issue 4): over 20,000 completions/s typical, under 100 ms for any 1 MB input,
+on one CPU core (the verifier is pure Python, so it uses one core).
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
+from reward import extract_answer, reward, rewards  # noqa: E402
+
+MB = 1_000_000
+
+
+def typical_completions():
+    """GSM8K reference solutions, and variants a policy writes: wrong, boxed, prose, run-on."""
+    rows = [json.loads(line) for line in open(Path(__file__).parent / "data" / "gsm8k_sample.jsonl")]
+    out = []
+    for row in rows:
+        body, _, gold = row["answer"].rpartition("####")
+        gold = gold.strip()
+        out += [
+            (row["answer"], gold),
+            (body + "#### 7", gold),
+            (body + f"So the answer is $\\boxed{{{gold}}}$.", gold),
+            (body + f"The answer is {gold}.", gold),
+            (row["answer"] + "\n\nQuestion: " + row["question"], gold),
+            (body + "#### 48\nwait, no.\n#### " + gold, gold),
+        ]
+    return out
+
+
+def hostile_inputs():
+    """1 MB strings aimed at each part of the verifier."""
+    def fill(unit, prefix="", suffix=""):
+        return prefix + unit * ((MB - len(prefix) - len(suffix)) // len(unit)) + suffix
+    return {
+        "digits": fill("7"),
+        "#### + digits": fill("9", "#### "),
+        "many ####": fill("#### 1 "),
+        "#### then 1 MB line": fill("x", "#### 42 "),
+        "many \\boxed{": fill("\\boxed{"),
+        "\\boxed{ + open braces": fill("{", "\\boxed{"),
+        "\\boxed{ + {} pairs": fill("{}", "\\boxed{", "\\boxed{42}"),
+        "16 \\boxed{ + braces": fill("{", "\\boxed{" * 16),
+        "many \\frac": fill("\\frac{1}{2}", "#### "),
+        "many commas": fill("1,", "#### "),
+        "commas only": fill(","),
+        "many 'answer is'": fill("the answer is 4 "),
+        "spaces": fill(" "),
+        "newlines + spaces": fill("\n    "),
+        "many Q: lines": fill("\nQ: 1"),
+        "many $": fill("$", "#### "),
+        "many \\text{": fill("\\text{", "#### 1"),
+        "minus signs": fill("\u2212"),
+        "digits and points": fill("1."),
+        "unicode": fill("\u00e9\u4e2d\U0001F600"),
+    }
+
+
+def main():
+    cases = typical_completions()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 2.0:
+        for completion, gold in cases:
+            reward(completion, gold)
+        n += len(cases)
+    per_s = n / (time.perf_counter() - t0)
+    completions, golds = zip(*cases)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        rewards(list(completions), list(golds))
+    batched = 20 * len(cases) / (time.perf_counter() - t0)
+    mean_len = sum(len(c) for c in completions) / len(completions)
+    print(f"typical GSM8K-like completions ({len(cases)} kinds, mean {mean_len:.0f} chars):")
+    print(f"  reward():  {per_s:,.0f} completions/s   (target > 20,000/s)")
+    print(f"  rewards(): {batched:,.0f} completions/s, batched into a float32 tensor")
+    print("1 MB hostile inputs, ms per call (target < 100 ms):")
+    print(f"  {'input':28s} {'reward()':>9s} {'last_number':>12s}")
+    worst = 0.0
+    for name, text in hostile_inputs().items():
+        t0 = time.perf_counter()
+        reward(text, "42")
+        t1 = time.perf_counter()
+        extract_answer(text, last_number=True)
+        t2 = time.perf_counter()
+        worst = max(worst, t1 - t0, t2 - t1)
+        print(f"  {name:28s} {1e3 * (t1 - t0):9.1f} {1e3 * (t2 - t1):12.1f}")
+    print(f"worst 1 MB input: {1e3 * worst:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""
+train.py: warm-start a small GPT on arithmetic word problems, then train it with GRPO.
+
+    python train.py --G 8 --beta 0.04          # CUDA if present, else MPS, else CPU
+
+One GRPO step (Shao et al. 2024, DeepSeekMath), each line a call into one other file:
+    o_1..o_G ~ π_old(·|q) for B prompts q                   sample.generate      (N = B*G rows)
+    r_i = 1[answer(o_i) == gold]                            reward.rewards       (N,)
+    A_i = (r_i - mean(r)) / (std(r) + eps) within a group   advantage.group_advantages
+    loss = -1/G Σ_i 1/|o_i| Σ_t [min(ρ A, clip(ρ) A) - β k3] grpo.grpo_loss, μ updates per rollout
+The built-in task (procedural word problems, `make_problem`) and the warm start live here;
+pass@k and maj@k live in reward.py. Where this departs from DeepSeekMath:
+- a tiny byte-level GPT trained from scratch, and a warm start (SFT) on a noisy teacher that
+  writes a wrong final answer some of the time, instead of DeepSeekMath-Instruct 7B;
+- a rule-based verifier instead of a learned reward model (reward.py);
+- π_old's log-probs come from the first inner update's own forward (weights are still π_old
+  then), so with μ = 1 the ratio is exactly 1; the paper's setting, μ = 1, is the default;
+- CPU-sized defaults (model, batch, steps) when no GPU is found; they are printed at the start.
+"""
+import argparse, copy, json, math, os, random, re, sys, time
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+
+from advantage import group_advantages, group_stats
+from grpo import completion_logprobs, grpo_loss
+from model import GPT, GPTConfig, get_tokenizer
+from reward import extract_answer, maj_at_k, pass_at_k, rewards
+from sample import completions_text, generate
+
+# ----------------------------------------------------------------------------- config
+p = argparse.ArgumentParser(description=__doc__.split("\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+p.add_argument("--G", type=int, default=8, help="completions per prompt (group size)")
+p.add_argument("--beta", type=float, default=0.04, help="KL coefficient; 0 drops the reference model")
+p.add_argument("--clip_eps", type=float, default=0.2, help="clip range ε (ε_low)")
+p.add_argument("--clip_eps_high", type=float, default=None, help="upper clip ε_high (DAPO clip-higher); default ε")
+p.add_argument("--mu", type=int, default=1, help="inner updates per rollout (μ)")
+p.add_argument("--adv", default="std", choices=["std", "mean", "loo", "dr_grpo", "none"], help="advantage estimator")
+p.add_argument("--agg", default="grpo", choices=["grpo", "dapo", "dr_grpo"], help="token aggregation of the loss")
+p.add_argument("--kl", default="k3", choices=["k1", "k2", "k3"], help="per-token KL estimator")
+p.add_argument("--lr", type=float, default=None, help="GRPO learning rate (auto: 3e-4 on CUDA, 1e-3 elsewhere)")
+p.add_argument("--batch_prompts", type=int, default=None, help="prompts per step B (auto: 64 on CUDA, 16 elsewhere)")
+p.add_argument("--micro_batch", type=int, default=0, help="rows per forward/backward (gradient accumulation); 0 = all")
+p.add_argument("--max_new_tokens", type=int, default=48, help="completion length limit T")
+p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for rollouts and pass@k")
+p.add_argument("--steps", type=int, default=None, help="GRPO steps (auto: 400 on CUDA, 120 elsewhere)")
+p.add_argument("--eval_every", type=int, default=None, help="evaluate every this many steps (auto: 50 on CUDA, 40 elsewhere)")
+p.add_argument("--eval_size", type=int, default=200, help="held-out problems for greedy accuracy and pass@k/maj@k")
+p.add_argument("--sft_steps", type=int, default=None, help="warm-start steps (auto: 3000 on CUDA, 1000 elsewhere)")
+p.add_argument("--teacher_slip", type=float, default=0.6, help="warm-start teacher's chance to write the wrong final answer")
+p.add_argument("--difficulty", type=int, default=3, help="built-in task: at most this many operations per problem")
+p.add_argument("--n_layer", type=int, default=4, help="transformer layers")
+p.add_argument("--n_embd", type=int, default=None, help="embedding width (auto: 256 on CUDA, 128 elsewhere)")
+p.add_argument("--block_size", type=int, default=256, help="longest prompt + completion, in tokens")
+p.add_argument("--seed", type=int, default=1337, help="random seed")
+p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
+p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="autocast dtype (auto: bf16 where supported)")
+p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+p.add_argument("--out_dir", default="out", help="metrics.jsonl, ckpt.pt and the cached warm start go here")
+p.add_argument("--init_from", default="warmstart", help="warmstart (cached SFT), resume (out_dir/ckpt.pt), or a .pt path")
+p.add_argument("--data", default=None, help="GSM8K-format JSONL (question, answer ending in '#### n') instead of the built-in task")
+args = p.parse_args()
+
+
+def die(msg):
+    sys.exit(f"error: {msg}")
+
+
+for name, ok in [("G", args.G >= 2), ("beta", args.beta >= 0), ("clip_eps", args.clip_eps > 0), ("mu", args.mu >= 1),
+                 ("temperature", args.temperature > 0), ("max_new_tokens", args.max_new_tokens >= 1),
+                 ("eval_size", args.eval_size >= 1), ("teacher_slip", 0 <= args.teacher_slip <= 1),
+                 ("difficulty", args.difficulty >= 1), ("micro_batch", args.micro_batch >= 0)]:
+    if not ok:
+        die(f"--{name} {getattr(args, name)} is impossible (G >= 2, beta >= 0, mu >= 1, temperature > 0, ...); change it")
+device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else \
+    "mps" if torch.backends.mps.is_available() else "cpu"
+if device not in ("cuda", "mps", "cpu") or (device == "cuda" and not torch.cuda.is_available()) or \
+        (device == "mps" and not torch.backends.mps.is_available()):
+    die(f"device '{device}' is not available here; use --device auto")
+auto = dict(lr=3e-4, batch_prompts=64, steps=400, eval_every=50, sft_steps=3000, n_embd=256) if device == "cuda" else \
+    dict(lr=1e-3, batch_prompts=16, steps=120, eval_every=40, sft_steps=1000, n_embd=128)
+for k, v in auto.items():  # the one place a device-dependent default is chosen
+    if getattr(args, k) is None:
+        setattr(args, k, v)
+for name in ("lr", "batch_prompts", "steps", "eval_every", "sft_steps", "n_embd"):
+    if getattr(args, name) <= 0 and name != "steps" and name != "sft_steps" or getattr(args, name) < 0:
+        die(f"--{name} must be positive")
+bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device == "cuda" and torch.cuda.is_bf16_supported())
+if bf16 and device != "cuda":
+    die("--dtype bfloat16 autocast is only used on CUDA here; use --dtype float32")
+autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else nullcontext()
+print("config: " + " ".join(f"{k}={v}" for k, v in vars(args).items()) + f" device={device} bf16={bf16}")
+random.seed(args.seed)
+torch.manual_seed(args.seed)
+os.makedirs(args.out_dir, exist_ok=True)
+
+# ----------------------------------------------------------------------------- task
+NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
+ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
+
+
+def make_problem(rng, difficulty, slip=0.0):
+    """A word problem with 1..difficulty operations: (question, worked solution, gold answer).
+    With probability `slip` the teacher's final line repeats the number before the last
+    operation instead of the result: a wrong answer that RL with a verifier can unlearn."""
+    name, item, x = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 50)
+    text, lines = f"{name} has {x} {item}.", []
+    for _ in range(rng.randint(1, difficulty)):
+        prev = x
+        if rng.random() < 0.5 or x < 2:  # nothing to give away from 1
+            n = rng.randint(2, 50)
+            x, text, op = x + n, text + f" {name} gets {n} more.", "+"
+        else:
+            n = rng.randint(1, x - 1)
+            x, text, op = x - n, text + f" {name} gives away {n}.", "-"
+        lines.append(f"{prev}{op}{n}={x}")
+    shown = prev if rng.random() < slip else x
+    return f"{text} How many {item} now?", "\n".join(lines) + f"\n#### {shown}", str(x)
+
+
+def load_jsonl(path):
+    """GSM8K-format lines -> [(question, solution, gold)]; a bad file ends with a one-line error."""
+    if not os.path.isfile(path):
+        die(f"--data {path}: no such file")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                q, a = d["question"], d["answer"]
+                gold = a.rsplit("####", 1)[1].strip()
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+                die(f"--data {path} line {i}: expected JSON with 'question' and 'answer' ending in '#### n'")
+            rows.append((q, re.sub(r"<<[^>]*>>", "", a), gold))  # drop GSM8K's calculator annotations
+    if not rows:
+        die(f"--data {path} holds no problems")
+    return rows
+
+
+enc = get_tokenizer("bytes")
+EOS = enc.eot_token
+fmt = lambda q: enc.encode(f"Question: {q}\nAnswer: ")  # noqa: E731, the prompt template
+rng = random.Random(args.seed)
+if args.data:
+    rows = load_jsonl(args.data)
+    n_test = min(args.eval_size, len(rows) // 10) or 1
+    test, train_rows = rows[-n_test:], rows[:-n_test] or rows
+    next_problem = lambda: rng.choice(train_rows)  # noqa: E731
+else:
+    test_rng = random.Random(args.seed + 1)
+    test = [make_problem(test_rng, args.difficulty) for _ in range(args.eval_size)]
+    held_out = {q for q, _, _ in test}
+
+    def next_problem():
+        while True:  # never train on a held-out question
+            prob = make_problem(rng, args.difficulty, args.teacher_slip)
+            if prob[0] not in held_out:
+                return prob
+for i, (q, s, _) in enumerate(test + (train_rows if args.data else [])):
+    if len(fmt(q)) + max(args.max_new_tokens, len(enc.encode(s)) + 1) > args.block_size:
+        die(f"problem {i}'s prompt + completion do not fit --block_size {args.block_size}; raise it or shorten the data")
+
+# ----------------------------------------------------------------------------- model and warm start
+cfg = GPTConfig(block_size=args.block_size, vocab_size=enc.n_vocab, n_layer=args.n_layer, n_head=4, n_embd=args.n_embd)
+if args.n_embd % 4:
+    die("--n_embd must be divisible by 4 (the number of heads)")
+model = GPT(cfg).to(device)
+fwd = torch.compile(model) if args.compile else model  # the training forward; sampling uses `model`
+print(f"model: {model.num_params() / 1e6:.2f}M parameters")
+
+
+def save(obj, path):
+    """Atomic write: a half-written checkpoint never replaces a good one."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load(path):
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, ValueError) as e:
+        die(f"cannot load {path} ({type(e).__name__}); delete it or pick another --init_from")
+
+
+@torch.no_grad()
+def evaluate():
+    """Greedy accuracy (= maj@1 of greedy) and pass@k / maj@k for k = 1..G on the held-out split."""
+    qs, golds = [fmt(q) for q, _, _ in test], [g for _, _, g in test]
+    with autocast:
+        greedy = completions_text(generate(model, qs, 1, args.max_new_tokens, temperature=0, eos_id=EOS), enc)
+        samples = completions_text(generate(model, qs, args.G, args.max_new_tokens, args.temperature, eos_id=EOS), enc)
+    out = {"greedy_acc": sum(rewards(greedy, golds).tolist()) / len(test)}
+    correct = rewards(samples, golds).view(len(test), args.G)  # (B, G)
+    answers = [extract_answer(s) for s in samples]
+    for k in range(1, args.G + 1):
+        out[f"pass@{k}"] = sum(pass_at_k(args.G, int(c), k) for c in correct.sum(1)) / len(test)
+        out[f"maj@{k}"] = sum(maj_at_k(answers[b * args.G:(b + 1) * args.G], golds[b], k) for b in range(len(test))) / len(test)
+    return out
+
+
+def warm_start():
+    """Supervised fine-tuning on teacher solutions: cross-entropy on solution tokens (and EOS) only."""
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    for it in range(1, args.sft_steps + 1):
+        for group in opt.param_groups:  # linear warmup, cosine decay to 10%
+            group["lr"] = 2e-3 * min(1, it / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps)))
+        seqs = [(fmt(q), enc.encode(s) + [EOS]) for q, s, _ in (next_problem() for _ in range(64))]
+        L = max(len(a) + len(b) for a, b in seqs)
+        idx = torch.full((64, L), EOS, dtype=torch.long)     # (B, L) left-padded prompt + solution
+        mask = torch.zeros(64, L, dtype=torch.bool)          # (B, L) True on real tokens
+        target = torch.zeros(64, L, dtype=torch.bool)        # (B, L) True on solution tokens
+        for b, (a, s) in enumerate(seqs):
+            idx[b, L - len(a) - len(s):] = torch.tensor(a + s)
+            mask[b, L - len(a) - len(s):] = True
+            target[b, L - len(s):] = True
+        idx, mask, target = idx.to(device), mask.to(device), target.to(device)
+        with autocast:
+            logits = fwd(idx[:, :-1], mask[:, :-1])  # (B, L-1, V); position t predicts token t+1
+        loss = F.cross_entropy(logits.float()[target[:, 1:]], idx[:, 1:][target[:, 1:]])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if it % 100 == 0 or it == args.sft_steps:
+            print(f"warm start {it}/{args.sft_steps}: loss {loss.item():.3f}", flush=True)
+
+
+step, metrics_path = 0, os.path.join(args.out_dir, "metrics.jsonl")
+ckpt_path = os.path.join(args.out_dir, "ckpt.pt")
+task_key = f"{args.data or f'builtin-d{args.difficulty}-slip{args.teacher_slip}'}-{cfg}-sft{args.sft_steps}-seed{args.seed}"
+warm_path = os.path.join(args.out_dir, "warmstart.pt")
+if args.init_from == "resume":
+    if not os.path.isfile(ckpt_path):
+        die(f"--init_from resume: no checkpoint at {ckpt_path}")
+    ckpt = load(ckpt_path)
+    model.load_state_dict(ckpt["model"])
+elif args.init_from == "warmstart":
+    warm = load(warm_path) if os.path.isfile(warm_path) else None
+    if warm is None or warm["key"] != task_key:
+        t0 = time.time()
+        warm_start()
+        warm = {"key": task_key, "model": model.state_dict(), "eval": evaluate(), "seconds": time.time() - t0}
+        save(warm, warm_path)
+    model.load_state_dict(warm["model"])
+    print(f"warm start ({warm['seconds']:.0f}s): " + " ".join(f"{k} {v:.3f}" for k, v in warm["eval"].items()))
+else:
+    if not os.path.isfile(args.init_from):
+        die(f"--init_from {args.init_from}: not 'warmstart', 'resume' or an existing .pt file")
+    state = load(args.init_from)
+    model.load_state_dict(state.get("model", state) if isinstance(state, dict) else state)
+
+# ----------------------------------------------------------------------------- GRPO
+ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref
+optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+gen = torch.Generator(device).manual_seed(args.seed)  # rollouts are reproducible from here
+if args.init_from == "resume":
+    optimizer.load_state_dict(ckpt["optimizer"])
+    step = ckpt["step"]
+    if ref is not None:
+        ref.load_state_dict(ckpt["ref"])
+    random.setstate(ckpt["py_rng"]), rng.setstate(ckpt["task_rng"])
+    torch.set_rng_state(ckpt["torch_rng"].cpu()), gen.set_state(ckpt["gen_rng"].cpu())
+
+
+def checkpoint():
+    save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "args": vars(args),
+          "ref": ref.state_dict() if ref is not None else None, "py_rng": random.getstate(),
+          "task_rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "gen_rng": gen.get_state()}, ckpt_path)
+
+
+def log(record):
+    with open(metrics_path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+if step == 0:
+    log({"kind": "eval", "step": 0, **evaluate()})
+try:
+    while step < args.steps:
+        t0 = time.time()
+        step += 1
+        # 1. sample G completions for each of B prompts (rows b*G .. b*G+G-1 belong to prompt b)
+        batch = [next_problem() for _ in range(args.batch_prompts)]
+        with autocast:
+            roll = generate(model, [fmt(q) for q, _, _ in batch], args.G, args.max_new_tokens,
+                            args.temperature, eos_id=EOS, generator=gen)
+        # 2. score them; 3. advantages, one per completion (rewards stay untouched)
+        reward = rewards(completions_text(roll, enc), [g for _, _, g in batch]).to(device)  # (N,)
+        advantages = group_advantages(reward, args.G, method=args.adv)                     # (N,)
+        mask = roll.completion_mask                                                         # (N, T)
+        N, T = mask.shape
+        # 4. reference log-probs (no grad); π_old's come from the first inner update below
+        ref_logp = None
+        if ref is not None:
+            with torch.no_grad(), autocast:
+                ref_logp = completion_logprobs(ref(roll.tokens, roll.mask), roll.tokens, roll.prompt_len, args.temperature)
+        # 5. μ updates on this rollout; denominators count the whole step, not a micro-batch
+        old_logp = torch.zeros(N, T, device=device)  # (N, T), filled during the first update
+        mb = args.micro_batch or N
+        totals = dict(num_seqs=N, num_tokens=mask.sum().clamp(min=1), max_len=args.max_new_tokens)
+        for inner in range(args.mu):
+            optimizer.zero_grad(set_to_none=True)
+            stats, loss_sum = {}, 0.0
+            for s in range(0, N, mb):
+                rows = slice(s, s + mb)
+                with autocast:
+                    logits = fwd(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
+                logp = completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, args.temperature)  # (n, T)
+                if inner == 0:
+                    old_logp[rows] = logp.detach()  # the weights are still π_old's here
+                loss, st = grpo_loss(logp, old_logp[rows], None if ref_logp is None else ref_logp[rows],
+                                     advantages[rows], mask[rows], args.clip_eps, args.clip_eps_high,
+                                     args.beta, args.kl, args.agg, **totals)
+                loss.backward()
+                loss_sum += loss.detach()
+                w = mask[rows].sum() / totals["num_tokens"]  # token-weighted average of micro-batch stats
+                for k in ("kl", "clip_frac_low", "clip_frac_high", "ratio_mean"):
+                    stats[k] = stats.get(k, 0.0) + w * st[k]
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if not (torch.isfinite(loss_sum) and torch.isfinite(grad_norm)):
+                optimizer.zero_grad(set_to_none=True)  # a non-finite step never touches the weights
+                print(f"step {step}: non-finite loss or gradient, update skipped")
+                log({"kind": "skipped", "step": step, "inner": inner})
+                continue
+            optimizer.step()
+        dt = time.time() - t0
+        rec = {"kind": "train", "step": step, **{k: float(v) for k, v in group_stats(reward, args.G).items()},
+               "acc": float((reward >= 1).float().mean()), **{k: float(v) for k, v in stats.items()},
+               "len": float(roll.lengths.float().mean()), "truncated": float(roll.truncated.float().mean()),
+               "tok_s": float(mask.sum()) / dt, "dt": dt}
+        log(rec)
+        print(f"step {step}: reward {rec['reward_mean']:.3f} acc {rec['acc']:.3f} dead {rec['dead_frac']:.2f} "
+              f"kl {rec['kl']:.4f} clip {rec['clip_frac_low']:.3f}/{rec['clip_frac_high']:.3f} len {rec['len']:.1f} "
+              f"trunc {rec['truncated']:.2f} tok/s {rec['tok_s']:.0f} dt {dt:.2f}s", flush=True)
+        if step % args.eval_every == 0 or step == args.steps:
+            ev = evaluate()
+            log({"kind": "eval", "step": step, **ev})
+            print(f"eval {step}: " + " ".join(f"{k} {v:.3f}" for k, v in ev.items()), flush=True)
+            checkpoint()
+except KeyboardInterrupt:
+    checkpoint()
+    sys.exit(f"interrupted at step {step}; saved {ckpt_path}, continue with --init_from resume")
+checkpoint()
