@@ -1,0 +1,109 @@
+"""train.py end to end, as a user runs it: a smoke run that resumes, a learning run, and user errors."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from model import GPT, GPTConfig, get_tokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--n_layer", "1", "--n_embd", "32", "--block_size", "128", "--max_new_tokens", "24",
+        "--device", "cpu", "--eval_size", "4", "--batch_prompts", "2", "--G", "2"]
+
+
+def run(*flags, timeout=240):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "train.py"), *flags],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def records(out_dir, kind):
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["kind"] == kind]
+
+
+def test_smoke_run_writes_metrics_and_resumes(tmp_path):
+    out = str(tmp_path / "out")
+    r = run(*TINY, "--steps", "2", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    assert [t["step"] for t in records(out, "train")] == [1, 2]
+    for key in ("reward_mean", "acc", "dead_frac", "kl", "clip_frac_low", "clip_frac_high", "len", "truncated", "tok_s", "dt"):
+        assert key in records(out, "train")[0]
+    assert {"greedy_acc", "pass@1", "pass@2", "maj@1", "maj@2"} <= set(records(out, "eval")[-1])
+    assert os.path.isfile(os.path.join(out, "ckpt.pt")) and os.path.isfile(os.path.join(out, "warmstart.pt"))
+    r = run(*TINY, "--steps", "3", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out, "--init_from", "resume")
+    assert r.returncode == 0, r.stderr
+    assert [t["step"] for t in records(out, "train")] == [1, 2, 3]  # continued, did not restart
+    assert "warm start" not in r.stdout
+
+
+def test_warm_start_is_cached(tmp_path):
+    out = str(tmp_path / "out")
+    flags = [*TINY, "--steps", "0", "--sft_steps", "3", "--out_dir", out]
+    assert run(*flags).returncode == 0
+    r = run(*flags)
+    assert r.returncode == 0, r.stderr
+    assert "warm start 3/3" not in r.stdout  # loaded, not retrained
+
+
+def test_grpo_raises_reward_on_a_trivial_task(tmp_path):
+    """Warm-start on a teacher that is right 1 time in 4 and else answers a random digit,
+    then GRPO with the verifier must learn to give the right digit (reward ≈ 0.3 -> near 1).
+    (Two questions with different answers need many more steps for a model this small.)"""
+    data = tmp_path / "trivial.jsonl"
+    golds = {"What is two plus one?": 3}
+    with open(data, "w") as f:
+        for _ in range(20):
+            for q, a in golds.items():
+                f.write(json.dumps({"question": q, "answer": f"#### {a}"}) + "\n")
+    enc = get_tokenizer()
+    torch.manual_seed(0)
+    cfg = GPTConfig(block_size=128, vocab_size=257, n_layer=1, n_head=4, n_embd=32)
+    model = GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    rng = random.Random(0)
+    for _ in range(200):
+        qs = [rng.choice(list(golds)) for _ in range(32)]
+        digits = [golds[q] if rng.random() < 0.25 else rng.randint(0, 9) for q in qs]
+        seqs = [enc.encode(f"Q: {q}\nA: #### {d}") + [256] for q, d in zip(qs, digits)]
+        idx = torch.tensor(seqs)  # (32, L), all the same length
+        logits = model(idx[:, :-1])[:, -7:]  # the last 7 predictions: "#### d" and EOS
+        loss = F.cross_entropy(logits.reshape(-1, 257), idx[:, -7:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    init = tmp_path / "init.pt"
+    torch.save(model.state_dict(), init)
+    out = str(tmp_path / "out")
+    r = run("--data", str(data), "--init_from", str(init), "--n_layer", "1", "--n_embd", "32", "--block_size", "128",
+            "--max_new_tokens", "8", "--device", "cpu", "--batch_prompts", "8", "--G", "8", "--steps", "30",
+            "--eval_every", "30", "--lr", "3e-3", "--seed", "0", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    rewards = [t["reward_mean"] for t in records(out, "train")]
+    assert rewards[0] < 0.5, rewards             # it starts near the teacher's 0.25 + 0.75 / 10
+    assert sum(rewards[-5:]) / 5 > 0.8, rewards  # and learns to give the right digit
+
+
+def test_user_errors_are_one_line_messages(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": "#### 1"}\n{"question": "q"\n')
+    no_marker = tmp_path / "nomark.jsonl"
+    no_marker.write_text('{"question": "q", "answer": "42"}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    cases = [(["--G", "1"], "--G"),
+             (["--beta", "-0.1"], "--beta"),
+             (["--data", str(tmp_path / "missing.jsonl")], "no such file"),
+             (["--data", str(bad)], "line 2"),
+             (["--data", str(no_marker)], "line 1"),
+             (["--data", str(empty)], "no problems"),
+             (["--block_size", "40"], "block_size"),
+             (["--init_from", "resume", "--out_dir", str(tmp_path / "nothing")], "no checkpoint")]
+    for flags, words in cases:
+        r = run(*TINY, "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"), *flags)
+        assert r.returncode != 0, flags
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], (flags, r.stderr)
