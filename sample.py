@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from model import left_pad
+
 
 @dataclass
 class Rollout:
@@ -104,11 +106,7 @@ def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos
     N = B * G
 
     # left-pad the B prompts and prefill them once
-    idx = torch.full((B, P), eos_id, dtype=torch.long)  # (B, P)
-    mask = torch.zeros(B, P, dtype=torch.bool)           # (B, P)
-    for b, p in enumerate(prompts):
-        idx[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[b, P - len(p):] = True
+    idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
     idx, mask = idx.to(device), mask.to(device)
     cache = model.new_cache(P + max_new_tokens)
     logits = model(idx, mask, cache=cache)[:, -1]  # (B, V) predicts each prompt's next token

@@ -17,7 +17,7 @@ pass@k and maj@k live in reward.py. Where this departs from DeepSeekMath:
   then), so with μ = 1 the ratio is exactly 1; the paper's setting, μ = 1, is the default;
 - CPU-sized defaults (model, batch, steps) when no GPU is found; they are printed at the start.
 """
-import argparse, copy, json, math, os, random, re, sys, time
+import argparse, copy, json, math, os, random, re, sys, time, zlib
 from contextlib import nullcontext
 
 import torch
@@ -25,36 +25,53 @@ import torch.nn.functional as F
 
 from advantage import group_advantages, group_stats
 from grpo import completion_logprobs, grpo_loss
-from model import GPT, GPTConfig, get_tokenizer
-from reward import extract_answer, maj_at_k, pass_at_k, rewards
+from model import GPT, GPTConfig, get_tokenizer, left_pad
+from reward import extract_answer, maj_at_k, parse_number, pass_at_k, rewards
 from sample import completions_text, generate
 
 # ----------------------------------------------------------------------------- config
+def die(msg):
+    sys.exit(f"error: {msg}")  # user errors end with one line, never a traceback
+
+
+def ranged(cast, lo, hi=math.inf, open_lo=False):
+    """An argparse type: `cast` the text, then require lo <= value <= hi (lo < value if open_lo)."""
+    def parse(text):
+        v = cast(text)
+        if v < lo or v > hi or (open_lo and v == lo):
+            raise argparse.ArgumentTypeError(f"{text} is impossible, it must be {'>' if open_lo else '>='} {lo}"
+                                             + (f" and <= {hi}" if hi < math.inf else ""))
+        return v
+    parse.__name__ = cast.__name__  # argparse names it in "invalid int value"
+    return parse
+
+
 p = argparse.ArgumentParser(description=__doc__.split("\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-p.add_argument("--G", type=int, default=8, help="completions per prompt (group size)")
-p.add_argument("--beta", type=float, default=0.04, help="KL coefficient; 0 drops the reference model")
-p.add_argument("--clip_eps", type=float, default=0.2, help="clip range ε (ε_low)")
-p.add_argument("--clip_eps_high", type=float, default=None, help="upper clip ε_high (DAPO clip-higher); default ε")
-p.add_argument("--mu", type=int, default=1, help="inner updates per rollout (μ)")
+p.error = lambda msg: die(f"{msg} (see --help)")
+p.add_argument("--G", type=ranged(int, 2), default=8, help="completions per prompt (group size), at least 2")
+p.add_argument("--beta", type=ranged(float, 0), default=0.04, help="KL coefficient; 0 drops the reference model")
+p.add_argument("--clip_eps", type=ranged(float, 0, open_lo=True), default=0.2, help="clip range ε (ε_low)")
+p.add_argument("--clip_eps_high", type=ranged(float, 0, open_lo=True), default=None, help="upper clip ε_high (DAPO clip-higher); default ε")
+p.add_argument("--mu", type=ranged(int, 1), default=1, help="inner updates per rollout (μ)")
 p.add_argument("--adv", default="std", choices=["std", "mean", "loo", "dr_grpo", "none"], help="advantage estimator")
 p.add_argument("--agg", default="grpo", choices=["grpo", "dapo", "dr_grpo"], help="token aggregation of the loss")
 p.add_argument("--kl", default="k3", choices=["k1", "k2", "k3"], help="per-token KL estimator")
-p.add_argument("--lr", type=float, default=1e-4, help="GRPO learning rate (AdamW)")
-p.add_argument("--batch_prompts", type=int, default=None, help="prompts per step B (auto: 64 on CUDA, 16 elsewhere)")
-p.add_argument("--micro_batch", type=int, default=0, help="rows per forward/backward (gradient accumulation); 0 = all")
-p.add_argument("--max_new_tokens", type=int, default=48, help="completion length limit T")
-p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for rollouts and pass@k")
-p.add_argument("--steps", type=int, default=None, help="GRPO steps (auto: 300 on CUDA, 150 elsewhere)")
-p.add_argument("--eval_every", type=int, default=None, help="evaluate every this many steps (auto: 50 on CUDA, 30 elsewhere)")
-p.add_argument("--eval_size", type=int, default=200, help="held-out problems for greedy accuracy and pass@k/maj@k")
-p.add_argument("--sft_steps", type=int, default=None, help="warm-start steps (auto: 3000 on CUDA, 1000 elsewhere)")
-p.add_argument("--teacher_slip", type=float, default=0.6, help="warm-start teacher's chance to write the wrong final answer")
-p.add_argument("--difficulty", type=int, default=2, help="built-in task: at most this many operations per problem")
-p.add_argument("--n_layer", type=int, default=4, help="transformer layers")
-p.add_argument("--n_embd", type=int, default=None, help="embedding width (auto: 256 on CUDA, 128 elsewhere)")
-p.add_argument("--block_size", type=int, default=256, help="longest prompt + completion, in tokens")
+p.add_argument("--lr", type=ranged(float, 0, open_lo=True), default=1e-4, help="GRPO learning rate (AdamW)")
+p.add_argument("--batch_prompts", type=ranged(int, 1), default=None, help="prompts per step B (auto: 64 on CUDA, 16 elsewhere)")
+p.add_argument("--micro_batch", type=ranged(int, 0), default=0, help="rows per forward/backward (gradient accumulation); 0 = all")
+p.add_argument("--max_new_tokens", type=ranged(int, 1), default=48, help="completion length limit T")
+p.add_argument("--temperature", type=ranged(float, 0, open_lo=True), default=1.0, help="sampling temperature for rollouts and pass@k")
+p.add_argument("--steps", type=ranged(int, 0), default=None, help="GRPO steps (auto: 300 on CUDA, 150 elsewhere)")
+p.add_argument("--eval_every", type=ranged(int, 1), default=None, help="evaluate every this many steps (auto: 50 on CUDA, 30 elsewhere)")
+p.add_argument("--eval_size", type=ranged(int, 1), default=200, help="held-out problems for greedy accuracy and pass@k/maj@k")
+p.add_argument("--sft_steps", type=ranged(int, 0), default=None, help="warm-start steps (auto: 3000 on CUDA, 1000 elsewhere)")
+p.add_argument("--teacher_slip", type=ranged(float, 0, 1), default=0.6, help="built-in task: the warm-start teacher's chance to write a wrong final answer")
+p.add_argument("--difficulty", type=ranged(int, 1), default=2, help="built-in task: at most this many operations per problem")
+p.add_argument("--n_layer", type=ranged(int, 1), default=4, help="transformer layers")
+p.add_argument("--n_embd", type=ranged(int, 4), default=None, help="embedding width, a multiple of 4 heads (auto: 256 on CUDA, 128 elsewhere)")
+p.add_argument("--block_size", type=ranged(int, 8), default=256, help="longest prompt + completion, in tokens")
 p.add_argument("--seed", type=int, default=1337, help="random seed")
-p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cuda, mps or cpu")
+p.add_argument("--device", default="auto", choices=["auto", "cuda", "mps", "cpu"], help="auto: cuda, then mps, then cpu")
 p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="autocast dtype (auto: bf16 where supported)")
 p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
 p.add_argument("--out_dir", default="out", help="metrics.jsonl, ckpt.pt and the cached warm start go here")
@@ -62,32 +79,17 @@ p.add_argument("--init_from", default="warmstart", help="warmstart (cached SFT),
 p.add_argument("--data", default=None, help="GSM8K-format JSONL (question, answer ending in '#### n') instead of the built-in task")
 args = p.parse_args()
 
-
-def die(msg):
-    sys.exit(f"error: {msg}")
-
-
 device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else \
     "mps" if torch.backends.mps.is_available() else "cpu"
-if device not in ("cuda", "mps", "cpu") or (device == "cuda" and not torch.cuda.is_available()) or \
-        (device == "mps" and not torch.backends.mps.is_available()):
-    die(f"device '{device}' is not available here; use --device auto")
+if (device == "cuda" and not torch.cuda.is_available()) or (device == "mps" and not torch.backends.mps.is_available()):
+    die(f"--device {device} is not available here; use --device auto")
 auto = dict(batch_prompts=64, steps=300, eval_every=50, sft_steps=3000, n_embd=256) if device == "cuda" else \
     dict(batch_prompts=16, steps=150, eval_every=30, sft_steps=1000, n_embd=128)
 for k, v in auto.items():  # the one place a device-dependent default is chosen
     if getattr(args, k) is None:
         setattr(args, k, v)
-for name, ok, rule in [("G", args.G >= 2, ">= 2: a group needs two answers to compare"), ("beta", args.beta >= 0, ">= 0"),
-                       ("clip_eps", args.clip_eps > 0, "> 0"), ("mu", args.mu >= 1, ">= 1"), ("lr", args.lr > 0, "> 0"),
-                       ("temperature", args.temperature > 0, "> 0"), ("max_new_tokens", args.max_new_tokens >= 1, ">= 1"),
-                       ("batch_prompts", args.batch_prompts >= 1, ">= 1"), ("steps", args.steps >= 0, ">= 0"),
-                       ("eval_every", args.eval_every >= 1, ">= 1"), ("eval_size", args.eval_size >= 1, ">= 1"),
-                       ("sft_steps", args.sft_steps >= 0, ">= 0"), ("teacher_slip", 0 <= args.teacher_slip <= 1, "in [0, 1]"),
-                       ("difficulty", args.difficulty >= 1, ">= 1"), ("micro_batch", args.micro_batch >= 0, ">= 0"),
-                       ("n_layer", args.n_layer >= 1, ">= 1"), ("n_embd", args.n_embd >= 4 and args.n_embd % 4 == 0,
-                                                               "a positive multiple of 4 (the number of heads)")]:
-    if not ok:
-        die(f"--{name} {getattr(args, name)} is impossible; it must be {rule}")
+if args.n_embd % 4:
+    die(f"--n_embd {args.n_embd} must be a multiple of 4 (the number of heads)")
 bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device == "cuda" and torch.cuda.is_bf16_supported())
 if bf16 and device != "cuda":
     die("--dtype bfloat16 autocast is only used on CUDA here; use --dtype float32")
@@ -132,10 +134,12 @@ def load_jsonl(path):
                 continue
             try:
                 d = json.loads(line)
-                q, a = d["question"], d["answer"]
+                q, a = str(d["question"]), str(d["answer"])
                 gold = a.rsplit("####", 1)[1].strip()
-            except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            except (ValueError, KeyError, TypeError, IndexError):
                 die(f"--data {path} line {i}: expected JSON with 'question' and 'answer' ending in '#### n'")
+            if parse_number(gold) is None:
+                die(f"--data {path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
             rows.append((q, re.sub(r"<<[^>]*>>", "", a), gold))  # drop GSM8K's calculator annotations
     if not rows:
         die(f"--data {path} holds no problems")
@@ -147,9 +151,9 @@ EOS = enc.eot_token
 fmt = lambda q: enc.encode(f"Q: {q}\nA: ")  # noqa: E731, the prompt template
 rng = random.Random(args.seed)
 if args.data:
-    rows = load_jsonl(args.data)
-    n_test = min(args.eval_size, len(rows) // 10) or 1
-    test, train_rows = rows[-n_test:], rows[:-n_test] or rows
+    data = load_jsonl(args.data)
+    n_test = min(args.eval_size, len(data) // 10) or 1
+    test, train_rows = data[-n_test:], data[:-n_test] or data
     next_problem = lambda: rng.choice(train_rows)  # noqa: E731
 else:
     test_rng = random.Random(args.seed + 1)
@@ -161,9 +165,9 @@ else:
             prob = make_problem(rng, args.difficulty, args.teacher_slip)
             if prob[0] not in held_out:
                 return prob
-for i, (q, s, _) in enumerate(test + (train_rows if args.data else [])):
+for q, s, _ in test + (train_rows if args.data else []):
     if len(fmt(q)) + max(args.max_new_tokens, len(enc.encode(s)) + 1) > args.block_size:
-        die(f"problem {i}'s prompt + completion do not fit --block_size {args.block_size}; raise it or shorten the data")
+        die(f"a prompt + completion does not fit --block_size {args.block_size} tokens; raise it (question: {q[:30]!r}...)")
 
 # ----------------------------------------------------------------------------- model and warm start
 cfg = GPTConfig(block_size=args.block_size, vocab_size=enc.n_vocab, n_layer=args.n_layer, n_head=4, n_embd=args.n_embd)
@@ -181,8 +185,15 @@ def save(obj, path):
 def load(path):
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except (OSError, RuntimeError, ValueError) as e:
+    except (OSError, RuntimeError, ValueError, EOFError) as e:
         die(f"cannot load {path} ({type(e).__name__}); delete it or pick another --init_from")
+
+
+def restore(module, state, path):
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError) as e:  # another model size, or not a state dict
+        die(f"{path} does not fit this model ({str(e).splitlines()[0][:80]}); match --n_layer/--n_embd/--block_size")
 
 
 @torch.no_grad()
@@ -207,20 +218,18 @@ def warm_start():
     for it in range(1, args.sft_steps + 1):
         for group in opt.param_groups:  # linear warmup, cosine decay to 10%
             group["lr"] = 2e-3 * min(1, it / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps)))
-        seqs = [(fmt(q), enc.encode(s) + [EOS]) for q, s, _ in (next_problem() for _ in range(64))]
-        L = max(len(a) + len(b) for a, b in seqs)
-        idx = torch.full((64, L), EOS, dtype=torch.long)     # (B, L) left-padded prompt + solution
-        mask = torch.zeros(64, L, dtype=torch.bool)          # (B, L) True on real tokens
-        target = torch.zeros(64, L, dtype=torch.bool)        # (B, L) True on solution tokens
-        for b, (a, s) in enumerate(seqs):
-            idx[b, L - len(a) - len(s):] = torch.tensor(a + s)
-            mask[b, L - len(a) - len(s):] = True
-            target[b, L - len(s):] = True
+        pairs = [(fmt(q), enc.encode(s) + [EOS]) for q, s, _ in (next_problem() for _ in range(64))]
+        idx, mask = left_pad([q + s for q, s in pairs], EOS)  # (B, L) prompt + solution, left-padded
+        target = torch.zeros_like(mask)                      # (B, L) True on solution tokens
+        for b, (_, s) in enumerate(pairs):
+            target[b, -len(s):] = True
         idx, mask, target = idx.to(device), mask.to(device), target.to(device)
         with autocast:
             logits = fwd(idx[:, :-1], mask[:, :-1])  # (B, L-1, V); position t predicts token t+1
         loss = F.cross_entropy(logits.float()[target[:, 1:]], idx[:, 1:][target[:, 1:]])
         opt.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):  # never let a NaN reach the weights
+            continue
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -230,27 +239,28 @@ def warm_start():
 
 step, metrics_path = 0, os.path.join(args.out_dir, "metrics.jsonl")
 ckpt_path = os.path.join(args.out_dir, "ckpt.pt")
-task_key = f"{args.data or f'builtin-d{args.difficulty}-slip{args.teacher_slip}'}-{cfg}-sft{args.sft_steps}-seed{args.seed}"
+task = f"data-{zlib.crc32(json.dumps(data).encode())}" if args.data else f"builtin-d{args.difficulty}-slip{args.teacher_slip}"
+task_key = f"{task}-{cfg}-sft{args.sft_steps}-seed{args.seed}"  # a cached warm start is reused only for this key
 warm_path = os.path.join(args.out_dir, "warmstart.pt")
 if args.init_from == "resume":
     if not os.path.isfile(ckpt_path):
         die(f"--init_from resume: no checkpoint at {ckpt_path}")
     ckpt = load(ckpt_path)
-    model.load_state_dict(ckpt["model"])
+    restore(model, ckpt.get("model"), ckpt_path)
 elif args.init_from == "warmstart":
     warm = load(warm_path) if os.path.isfile(warm_path) else None
     if warm is None or warm["key"] != task_key:
         t0 = time.time()
         warm_start()
-        warm = {"key": task_key, "model": model.state_dict(), "eval": evaluate(), "seconds": time.time() - t0}
+        warm = {"key": task_key, "model": model.state_dict(), "seconds": time.time() - t0}
         save(warm, warm_path)
-    model.load_state_dict(warm["model"])
-    print(f"warm start ({warm['seconds']:.0f}s): " + " ".join(f"{k} {v:.3f}" for k, v in warm["eval"].items()))
+    restore(model, warm["model"], warm_path)
+    print(f"warm start: {args.sft_steps} steps, {warm['seconds']:.0f}s when trained, cached in {warm_path}")
 else:
     if not os.path.isfile(args.init_from):
         die(f"--init_from {args.init_from}: not 'warmstart', 'resume' or an existing .pt file")
     state = load(args.init_from)
-    model.load_state_dict(state.get("model", state) if isinstance(state, dict) else state)
+    restore(model, state.get("model", state) if isinstance(state, dict) else state, args.init_from)
 
 # ----------------------------------------------------------------------------- GRPO
 ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref
@@ -260,7 +270,7 @@ if args.init_from == "resume":
     optimizer.load_state_dict(ckpt["optimizer"])
     step = ckpt["step"]
     if ref is not None:
-        ref.load_state_dict(ckpt["ref"])
+        restore(ref, ckpt["ref"] or die("the checkpoint has no reference model (beta was 0); resume with --beta 0"), ckpt_path)
     random.setstate(ckpt["py_rng"]), rng.setstate(ckpt["task_rng"])
     torch.set_rng_state(ckpt["torch_rng"].cpu()), gen.set_state(ckpt["gen_rng"].cpu())
 
@@ -276,9 +286,16 @@ def log(record):
         f.write(json.dumps(record) + "\n")
 
 
-if step == 0:
-    log({"kind": "eval", "step": 0, **evaluate()})
+def run_eval():
+    ev = evaluate()
+    log({"kind": "eval", "step": step, **ev})
+    print(f"eval {step}: greedy_acc {ev['greedy_acc']:.3f} pass@1 {ev['pass@1']:.3f} pass@{args.G} "
+          f"{ev[f'pass@{args.G}']:.3f} maj@1 {ev['maj@1']:.3f} maj@{args.G} {ev[f'maj@{args.G}']:.3f}", flush=True)
+
+
 try:
+    if step == 0:
+        run_eval()  # the starting point: the warm start's greedy accuracy and pass@k
     while step < args.steps:
         t0 = time.time()
         step += 1
@@ -304,8 +321,8 @@ try:
         for inner in range(args.mu):
             optimizer.zero_grad(set_to_none=True)
             stats, loss_sum = {}, 0.0
-            for s in range(0, N, mb):
-                rows = slice(s, s + mb)
+            for start in range(0, N, mb):
+                rows = slice(start, start + mb)  # this micro-batch's rows
                 with autocast:
                     logits = fwd(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
                 logp = completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, args.temperature)  # (n, T)
@@ -336,9 +353,7 @@ try:
               f"kl {rec['kl']:.4f} clip {rec['clip_frac_low']:.3f}/{rec['clip_frac_high']:.3f} len {rec['len']:.1f} "
               f"trunc {rec['truncated']:.2f} tok/s {rec['tok_s']:.0f} dt {dt:.2f}s", flush=True)
         if step % args.eval_every == 0 or step == args.steps:
-            ev = evaluate()
-            log({"kind": "eval", "step": step, **ev})
-            print(f"eval {step}: " + " ".join(f"{k} {v:.3f}" for k, v in ev.items()), flush=True)
+            run_eval()
             checkpoint()
 except KeyboardInterrupt:
     checkpoint()

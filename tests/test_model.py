@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from model import GPT, GPTConfig, get_tokenizer
+from model import GPT, GPTConfig, get_tokenizer, left_pad
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 
@@ -10,17 +10,6 @@ CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 def tiny(seed=0, cfg=CFG):
     torch.manual_seed(seed)
     return GPT(cfg).eval()
-
-
-def left_pad(seqs, pad_id=256):
-    """Left-pad token lists into idx (N, L) and mask (N, L), True on real tokens."""
-    L = max(len(s) for s in seqs)
-    idx = torch.full((len(seqs), L), pad_id, dtype=torch.long)  # (N, L)
-    mask = torch.zeros(len(seqs), L, dtype=torch.bool)          # (N, L)
-    for n, s in enumerate(seqs):
-        idx[n, L - len(s):] = torch.tensor(s)
-        mask[n, L - len(s):] = True
-    return idx, mask
 
 
 def test_causality():
@@ -38,7 +27,7 @@ def test_left_padding_gives_the_logits_of_the_sequence_alone():
     model = tiny()
     g = torch.Generator().manual_seed(1)
     seqs = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (5, 11, 8)]
-    idx, mask = left_pad(seqs)
+    idx, mask = left_pad(seqs, 256)
     with torch.no_grad():
         batched = model(idx, mask)  # (N, L, V)
         for n, s in enumerate(seqs):
@@ -53,7 +42,7 @@ def test_kv_cache_matches_full_forward_on_left_padded_batch():
     model = tiny()
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (3, 9, 6)]
-    idx, mask = left_pad(prompts)
+    idx, mask = left_pad(prompts, 256)
     steps = torch.randint(0, 257, (3, 7), generator=g)  # (N, T) tokens fed one at a time
     full_idx = torch.cat([idx, steps], dim=1)  # (N, P+T)
     full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)  # (N, P+T)
@@ -70,7 +59,7 @@ def test_kv_cache_matches_full_forward_on_left_padded_batch():
 
 def test_cache_repeat_interleave_matches_repeated_prompts():
     model = tiny()
-    idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]])
+    idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]], 256)
     G = 3
     with torch.no_grad():
         cache = model.new_cache(10)
