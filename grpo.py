@@ -12,7 +12,7 @@ correct. The clip only matters when the same rollout is reused for μ > 1 update
 
 KL estimators on a token sampled from π_θ, with log r = log(π_ref/π_θ) (Schulman 2020):
     k1 = -log r                 value unbiased for KL(π‖π_ref); expected gradient 0 on-policy
-    k2 = ½ (log r)²             value biased (below KL); expected gradient = ∇KL(π‖π_ref) on-policy
+    k2 = ½ (log r)²             value biased (≈ KL to second order); expected gradient = ∇KL(π‖π_ref) on-policy
     k3 = r - log r - 1 ≥ 0      value unbiased for KL(π‖π_ref), but its gradient, on samples
                                 from π, descends the OTHER direction, KL(π_ref‖π) (seed 004;
                                 Tang & Munos 2025). DeepSeekMath uses k3; so do we by default.

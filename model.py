@@ -4,7 +4,8 @@ model.py: a nanoGPT-style GPT-2 with left-padded batches, a KV cache, and the to
 The policy π_θ of GRPO is this language model: π_θ(o_t | q, o_<t) = softmax(logits_t).
 Everything here is GPT-2's architecture with GPT-2's parameter names (transformer.wte,
 transformer.wpe, transformer.h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
-mlp.c_proj}, transformer.ln_f, lm_head tied to wte), so a GPT-2 state dict maps onto it.
+mlp.c_proj}, transformer.ln_f, lm_head tied to wte), so a GPT-2 checkpoint maps onto it by
+name (Hugging Face's Conv1D weights are stored transposed; transpose them when loading).
 
 Shape letters used in this repository (named once, here):
     B  prompts in a batch          G  completions per prompt (rows are N = B*G)
@@ -48,7 +49,7 @@ def get_tokenizer(name="bytes"):
             return tiktoken.get_encoding("gpt2")
         except (OSError, ValueError) as e:  # requests' network errors are OSErrors
             raise SystemExit(f"error: tiktoken's 'gpt2' files are not available here "
-                             f"({type(e).__name__}); use --tokenizer bytes") from None
+                             f"({type(e).__name__}); use the offline 'bytes' tokenizer") from None
     raise SystemExit(f"error: unknown tokenizer '{name}'; choose 'bytes' or 'gpt2'")
 
 
@@ -205,7 +206,7 @@ class GPT(nn.Module):
         # positions count real tokens only, so left padding does not shift them
         if past + L > self.config.block_size:  # checked on the host: no device sync per step
             raise ValueError(f"{past + L} columns exceed block_size {self.config.block_size}")
-        pos = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, past:]  # (N, L)
+        pos = (key_valid.int().cumsum(dim=1) - 1).clamp(min=0)[:, past:].long()  # (N, L)
         # query i (absolute column past+i) sees key j if j <= past+i and key j is real; every
         # query also sees itself, so a padding query never has an empty (NaN) softmax row.
         q_col = torch.arange(past, past + L, device=idx.device)[:, None]  # (L, 1)

@@ -15,18 +15,18 @@ pass@k and maj@k live in reward.py. Where this departs from DeepSeekMath:
 - a rule-based verifier instead of a learned reward model (reward.py);
 - π_old's log-probs come from the first inner update's own forward (weights are still π_old
   then), so with μ = 1 the ratio is exactly 1; the paper's setting, μ = 1, is the default;
-- CPU-sized defaults (model, batch, steps) when no GPU is found; they are printed at the start.
+- smaller defaults (model, batch, steps) when CUDA is not found; they are printed at the start.
 """
-import argparse, copy, json, math, os, random, re, sys, time, zlib
+import argparse, copy, json, math, os, pickle, random, re, signal, sys, time, zlib
 from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
 
+import reward
 from advantage import group_advantages, group_stats
 from grpo import completion_logprobs, grpo_loss
 from model import GPT, GPTConfig, get_tokenizer, left_pad
-from reward import extract_answer, maj_at_k, parse_number, pass_at_k, rewards
 from sample import completions_text, generate
 
 # ----------------------------------------------------------------------------- config
@@ -38,7 +38,7 @@ def ranged(cast, lo, hi=math.inf, open_lo=False):
     """An argparse type: `cast` the text, then require lo <= value <= hi (lo < value if open_lo)."""
     def parse(text):
         v = cast(text)
-        if v < lo or v > hi or (open_lo and v == lo):
+        if not math.isfinite(v) or v < lo or v > hi or (open_lo and v == lo):
             raise argparse.ArgumentTypeError(f"{text} is impossible, it must be {'>' if open_lo else '>='} {lo}"
                                              + (f" and <= {hi}" if hi < math.inf else ""))
         return v
@@ -68,9 +68,9 @@ p.add_argument("--sft_steps", type=ranged(int, 0), default=None, help="warm-star
 p.add_argument("--teacher_slip", type=ranged(float, 0, 1), default=0.6, help="built-in task: the warm-start teacher's chance to write a wrong final answer")
 p.add_argument("--difficulty", type=ranged(int, 1), default=2, help="built-in task: at most this many operations per problem")
 p.add_argument("--n_layer", type=ranged(int, 1), default=4, help="transformer layers")
-p.add_argument("--n_embd", type=ranged(int, 4), default=None, help="embedding width, a multiple of 4 heads (auto: 256 on CUDA, 128 elsewhere)")
+p.add_argument("--n_embd", type=ranged(int, 4), default=None, help="embedding width, a multiple of the 4 heads (auto: 256 on CUDA, 128 elsewhere)")
 p.add_argument("--block_size", type=ranged(int, 8), default=256, help="longest prompt + completion, in tokens")
-p.add_argument("--seed", type=int, default=1337, help="random seed")
+p.add_argument("--seed", type=ranged(int, 0, 2**31 - 1), default=1337, help="random seed")
 p.add_argument("--device", default="auto", choices=["auto", "cuda", "mps", "cpu"], help="auto: cuda, then mps, then cpu")
 p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="autocast dtype (auto: bf16 where supported)")
 p.add_argument("--compile", action="store_true", help="torch.compile the training forward")
@@ -88,16 +88,19 @@ auto = dict(batch_prompts=64, steps=300, eval_every=50, sft_steps=3000, n_embd=2
 for k, v in auto.items():  # the one place a device-dependent default is chosen
     if getattr(args, k) is None:
         setattr(args, k, v)
-if args.n_embd % 4:
-    die(f"--n_embd {args.n_embd} must be a multiple of 4 (the number of heads)")
+N_HEAD = 4
+if args.n_embd % N_HEAD:
+    die(f"--n_embd {args.n_embd} must be a multiple of {N_HEAD} (the number of heads)")
 bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device == "cuda" and torch.cuda.is_bf16_supported())
 if bf16 and device != "cuda":
     die("--dtype bfloat16 autocast is only used on CUDA here; use --dtype float32")
 autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else nullcontext()
 print("config: " + " ".join(f"{k}={v}" for k, v in vars(args).items()) + f" device={device} bf16={bf16}")
-random.seed(args.seed)
-torch.manual_seed(args.seed)
-os.makedirs(args.out_dir, exist_ok=True)
+torch.manual_seed(args.seed)  # the model's init; sampling and evaluation use their own generators
+try:
+    os.makedirs(args.out_dir, exist_ok=True)
+except OSError as e:
+    die(f"--out_dir {args.out_dir}: {e.strerror}")
 
 # ----------------------------------------------------------------------------- task
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
@@ -128,49 +131,56 @@ def load_jsonl(path):
     if not os.path.isfile(path):
         die(f"--data {path}: no such file")
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
+                d = json.loads(line.decode("utf-8"))
                 q, a = str(d["question"]), str(d["answer"])
                 gold = a.rsplit("####", 1)[1].strip()
             except (ValueError, KeyError, TypeError, IndexError):
                 die(f"--data {path} line {i}: expected JSON with 'question' and 'answer' ending in '#### n'")
-            if parse_number(gold) is None:
+            if reward.parse_number(gold) is None:
                 die(f"--data {path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
             rows.append((q, re.sub(r"<<[^>]*>>", "", a), gold))  # drop GSM8K's calculator annotations
-    if not rows:
-        die(f"--data {path} holds no problems")
+    if len(rows) < 2:
+        die(f"--data {path} holds {len(rows)} problems; it needs at least 2 (some are held out for evaluation)")
     return rows
 
 
 enc = get_tokenizer("bytes")
 EOS = enc.eot_token
 fmt = lambda q: enc.encode(f"Q: {q}\nA: ")  # noqa: E731, the prompt template
-rng = random.Random(args.seed)
+
+
+def fits(problem):
+    """Prompt + completion (the longer of max_new_tokens and the solution with EOS) fit the model."""
+    q, s, _ = problem
+    if len(fmt(q)) + max(args.max_new_tokens, len(enc.encode(s)) + 1) > args.block_size:
+        die(f"a prompt + completion does not fit --block_size {args.block_size} tokens; raise it (question: {q[:30]!r}...)")
+    return problem
+
+
 if args.data:
-    data = load_jsonl(args.data)
-    n_test = min(args.eval_size, len(data) // 10) or 1
-    test, train_rows = data[-n_test:], data[:-n_test] or data
-    next_problem = lambda: rng.choice(train_rows)  # noqa: E731
+    data = [fits(row) for row in load_jsonl(args.data)]
+    n_test = min(args.eval_size, max(1, len(data) // 10))
+    test, train_rows = data[-n_test:], data[:-n_test]
+    next_problem = lambda rng: rng.choice(train_rows)  # noqa: E731
 else:
     test_rng = random.Random(args.seed + 1)
-    test = [make_problem(test_rng, args.difficulty) for _ in range(args.eval_size)]
+    test = [fits(make_problem(test_rng, args.difficulty)) for _ in range(args.eval_size)]
     held_out = {q for q, _, _ in test}
 
-    def next_problem():
+    def next_problem(rng):
         while True:  # never train on a held-out question
             prob = make_problem(rng, args.difficulty, args.teacher_slip)
             if prob[0] not in held_out:
-                return prob
-for q, s, _ in test + (train_rows if args.data else []):
-    if len(fmt(q)) + max(args.max_new_tokens, len(enc.encode(s)) + 1) > args.block_size:
-        die(f"a prompt + completion does not fit --block_size {args.block_size} tokens; raise it (question: {q[:30]!r}...)")
+                return fits(prob)
+sft_rng, rl_rng = random.Random(args.seed + 2), random.Random(args.seed + 3)  # the warm start's and GRPO's problems
 
 # ----------------------------------------------------------------------------- model and warm start
-cfg = GPTConfig(block_size=args.block_size, vocab_size=enc.n_vocab, n_layer=args.n_layer, n_head=4, n_embd=args.n_embd)
+cfg = GPTConfig(block_size=args.block_size, vocab_size=enc.n_vocab, n_layer=args.n_layer, n_head=N_HEAD, n_embd=args.n_embd)
 model = GPT(cfg).to(device)
 fwd = torch.compile(model) if args.compile else model  # the training forward; sampling uses `model`
 print(f"model: {model.num_params() / 1e6:.2f}M parameters")
@@ -182,11 +192,15 @@ def save(obj, path):
     os.replace(path + ".tmp", path)
 
 
-def load(path):
+def load(path, keys=()):
+    """A checkpoint dict, loaded without unpickling code; a bad file ends with a one-line error."""
     try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except (OSError, RuntimeError, ValueError, EOFError) as e:
+        obj = torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
         die(f"cannot load {path} ({type(e).__name__}); delete it or pick another --init_from")
+    if keys and not (isinstance(obj, dict) and all(k in obj for k in keys)):
+        die(f"{path} is not a nanogrpo checkpoint of this kind; delete it or pick another --init_from")
+    return obj
 
 
 def restore(module, state, path):
@@ -198,17 +212,21 @@ def restore(module, state, path):
 
 @torch.no_grad()
 def evaluate():
-    """Greedy accuracy (= maj@1 of greedy) and pass@k / maj@k for k = 1..G on the held-out split."""
+    """Greedy accuracy (= maj@1 of greedy) and pass@k / maj@k for k = 1..G on the held-out split.
+    Its own seeded generator: the numbers depend on the weights only, not on the training RNG."""
     qs, golds = [fmt(q) for q, _, _ in test], [g for _, _, g in test]
+    eval_gen = torch.Generator(device).manual_seed(args.seed)
     with autocast:
         greedy = completions_text(generate(model, qs, 1, args.max_new_tokens, temperature=0, eos_id=EOS), enc)
-        samples = completions_text(generate(model, qs, args.G, args.max_new_tokens, args.temperature, eos_id=EOS), enc)
-    out = {"greedy_acc": sum(rewards(greedy, golds).tolist()) / len(test)}
-    correct = rewards(samples, golds).view(len(test), args.G)  # (B, G)
-    answers = [extract_answer(s) for s in samples]
+        samples = completions_text(generate(model, qs, args.G, args.max_new_tokens, args.temperature,
+                                            eos_id=EOS, generator=eval_gen), enc)
+    out = {"greedy_acc": reward.rewards(greedy, golds).mean().item()}
+    n_correct = (reward.rewards(samples, golds) >= 1).view(len(test), args.G).sum(1).tolist()  # per problem
+    answers = [reward.extract_answer(s) for s in samples]
     for k in range(1, args.G + 1):
-        out[f"pass@{k}"] = sum(pass_at_k(args.G, int(c), k) for c in correct.sum(1)) / len(test)
-        out[f"maj@{k}"] = sum(maj_at_k(answers[b * args.G:(b + 1) * args.G], golds[b], k) for b in range(len(test))) / len(test)
+        out[f"pass@{k}"] = sum(reward.pass_at_k(args.G, c, k) for c in n_correct) / len(test)
+        out[f"maj@{k}"] = sum(reward.maj_at_k(answers[b * args.G:(b + 1) * args.G], golds[b], k)
+                              for b in range(len(test))) / len(test)
     return out
 
 
@@ -218,7 +236,7 @@ def warm_start():
     for it in range(1, args.sft_steps + 1):
         for group in opt.param_groups:  # linear warmup, cosine decay to 10%
             group["lr"] = 2e-3 * min(1, it / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps)))
-        pairs = [(fmt(q), enc.encode(s) + [EOS]) for q, s, _ in (next_problem() for _ in range(64))]
+        pairs = [(fmt(q), enc.encode(s) + [EOS]) for q, s, _ in (next_problem(sft_rng) for _ in range(64))]
         idx, mask = left_pad([q + s for q, s in pairs], EOS)  # (B, L) prompt + solution, left-padded
         target = torch.zeros_like(mask)                      # (B, L) True on solution tokens
         for b, (_, s) in enumerate(pairs):
@@ -228,30 +246,36 @@ def warm_start():
             logits = fwd(idx[:, :-1], mask[:, :-1])  # (B, L-1, V); position t predicts token t+1
         loss = F.cross_entropy(logits.float()[target[:, 1:]], idx[:, 1:][target[:, 1:]])
         opt.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):  # never let a NaN reach the weights
-            continue
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):  # never let a NaN reach the weights
+            print(f"warm start {it}: non-finite loss or gradient, update skipped")
+            continue
         opt.step()
         if it % 100 == 0 or it == args.sft_steps:
             print(f"warm start {it}/{args.sft_steps}: loss {loss.item():.3f}", flush=True)
 
 
 step, metrics_path = 0, os.path.join(args.out_dir, "metrics.jsonl")
-ckpt_path = os.path.join(args.out_dir, "ckpt.pt")
+ckpt_path, warm_path = os.path.join(args.out_dir, "ckpt.pt"), os.path.join(args.out_dir, "warmstart.pt")
 task = f"data-{zlib.crc32(json.dumps(data).encode())}" if args.data else f"builtin-d{args.difficulty}-slip{args.teacher_slip}"
-task_key = f"{task}-{cfg}-sft{args.sft_steps}-seed{args.seed}"  # a cached warm start is reused only for this key
-warm_path = os.path.join(args.out_dir, "warmstart.pt")
+task_key = f"{task}-eval{args.eval_size}-{cfg}-sft{args.sft_steps}-seed{args.seed}"  # reuse a cached warm start only for this
 if args.init_from == "resume":
     if not os.path.isfile(ckpt_path):
         die(f"--init_from resume: no checkpoint at {ckpt_path}")
-    ckpt = load(ckpt_path)
-    restore(model, ckpt.get("model"), ckpt_path)
+    ckpt = load(ckpt_path, ("model", "optimizer", "step", "args", "ref", "task_rng", "gen_rng"))
+    for k in ("G", "beta", "adv", "agg", "kl", "mu", "data", "difficulty", "teacher_slip", "eval_size", "seed"):
+        if ckpt["args"].get(k) != getattr(args, k):
+            die(f"--{k} {getattr(args, k)} differs from the checkpoint's {ckpt['args'].get(k)}; resume with the same flag")
+    restore(model, ckpt["model"], ckpt_path)
 elif args.init_from == "warmstart":
-    warm = load(warm_path) if os.path.isfile(warm_path) else None
+    warm = load(warm_path, ("key", "model", "seconds")) if os.path.isfile(warm_path) else None
     if warm is None or warm["key"] != task_key:
         t0 = time.time()
-        warm_start()
+        try:
+            warm_start()
+        except KeyboardInterrupt:
+            die("interrupted during the warm start; nothing was saved")
         warm = {"key": task_key, "model": model.state_dict(), "seconds": time.time() - t0}
         save(warm, warm_path)
     restore(model, warm["model"], warm_path)
@@ -270,15 +294,21 @@ if args.init_from == "resume":
     optimizer.load_state_dict(ckpt["optimizer"])
     step = ckpt["step"]
     if ref is not None:
-        restore(ref, ckpt["ref"] or die("the checkpoint has no reference model (beta was 0); resume with --beta 0"), ckpt_path)
-    random.setstate(ckpt["py_rng"]), rng.setstate(ckpt["task_rng"])
-    torch.set_rng_state(ckpt["torch_rng"].cpu()), gen.set_state(ckpt["gen_rng"].cpu())
+        restore(ref, ckpt["ref"], ckpt_path)
+    rl_rng.setstate(ckpt["task_rng"])
+    gen.set_state(ckpt["gen_rng"].cpu())
+    with open(metrics_path) as f:  # drop records written after the checkpoint
+        kept = [line for line in f if json.loads(line)["step"] <= step]
+else:
+    kept = []  # a fresh run starts a fresh log
+with open(metrics_path, "w") as f:
+    f.writelines(kept)
 
 
 def checkpoint():
     save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "args": vars(args),
-          "ref": ref.state_dict() if ref is not None else None, "py_rng": random.getstate(),
-          "task_rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "gen_rng": gen.get_state()}, ckpt_path)
+          "ref": ref.state_dict() if ref is not None else None, "task_rng": rl_rng.getstate(),
+          "gen_rng": gen.get_state()}, ckpt_path)
 
 
 def log(record):
@@ -293,69 +323,68 @@ def run_eval():
           f"{ev[f'pass@{args.G}']:.3f} maj@1 {ev['maj@1']:.3f} maj@{args.G} {ev[f'maj@{args.G}']:.3f}", flush=True)
 
 
-try:
-    if step == 0:
-        run_eval()  # the starting point: the warm start's greedy accuracy and pass@k
-    while step < args.steps:
-        t0 = time.time()
-        step += 1
-        # 1. sample G completions for each of B prompts (rows b*G .. b*G+G-1 belong to prompt b)
-        batch = [next_problem() for _ in range(args.batch_prompts)]
-        with autocast:
-            roll = generate(model, [fmt(q) for q, _, _ in batch], args.G, args.max_new_tokens,
-                            args.temperature, eos_id=EOS, generator=gen)
-        # 2. score them; 3. advantages, one per completion (rewards stay untouched)
-        reward = rewards(completions_text(roll, enc), [g for _, _, g in batch]).to(device)  # (N,)
-        advantages = group_advantages(reward, args.G, method=args.adv)                     # (N,)
-        mask = roll.completion_mask                                                         # (N, T)
-        N, T = mask.shape
-        # 4. reference log-probs (no grad); π_old's come from the first inner update below
-        ref_logp = None
-        if ref is not None:
-            with torch.no_grad(), autocast:
-                ref_logp = completion_logprobs(ref(roll.tokens, roll.mask), roll.tokens, roll.prompt_len, args.temperature)
-        # 5. μ updates on this rollout; denominators count the whole step, not a micro-batch
-        old_logp = torch.zeros(N, T, device=device)  # (N, T), filled during the first update
-        mb = args.micro_batch or N
-        totals = dict(num_seqs=N, num_tokens=mask.sum().clamp(min=1), max_len=args.max_new_tokens)
-        for inner in range(args.mu):
-            optimizer.zero_grad(set_to_none=True)
-            stats, loss_sum = {}, 0.0
-            for start in range(0, N, mb):
-                rows = slice(start, start + mb)  # this micro-batch's rows
-                with autocast:
-                    logits = fwd(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
-                logp = completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, args.temperature)  # (n, T)
+stop = []  # Ctrl-C asks to stop; the step in flight finishes, then a checkpoint is saved
+signal.signal(signal.SIGINT, lambda *_: stop.append(print("Ctrl-C: finishing this step, then saving")))
+if step == 0:
+    run_eval()  # the starting point: the warm start's greedy accuracy and pass@k
+while step < args.steps and not stop:
+    t0 = time.time()
+    # 1. sample G completions for each of B prompts (rows b*G .. b*G+G-1 belong to prompt b)
+    batch = [next_problem(rl_rng) for _ in range(args.batch_prompts)]
+    with autocast:
+        roll = generate(model, [fmt(q) for q, _, _ in batch], args.G, args.max_new_tokens,
+                        args.temperature, eos_id=EOS, generator=gen)
+    # 2. score them; 3. advantages, one per completion (a new tensor: rewards stay as they are)
+    rewards = reward.rewards(completions_text(roll, enc), [g for _, _, g in batch]).to(device)  # (N,)
+    advantages = group_advantages(rewards, args.G, method=args.adv)                            # (N,)
+    completion_mask = roll.completion_mask                                                     # (N, T)
+    N, T = completion_mask.shape
+    # 4-5. μ updates on this rollout. During the first, the weights are still π_old's, so that
+    # forward gives old_logp; ref_logp comes from the frozen copy, micro-batch by micro-batch.
+    old_logp = torch.zeros(N, T, device=device)  # (N, T)
+    ref_logp = torch.zeros(N, T, device=device) if ref is not None else None  # (N, T)
+    mb = args.micro_batch or N
+    totals = dict(num_seqs=N, num_tokens=completion_mask.sum().clamp(min=1), max_len=args.max_new_tokens)
+    for inner in range(args.mu):
+        optimizer.zero_grad(set_to_none=True)
+        stats = {}  # of the last inner update, summed over micro-batches
+        for start in range(0, N, mb):
+            rows = slice(start, start + mb)  # this micro-batch's rows
+            tokens, cmask = roll.tokens[rows], completion_mask[rows]
+            with autocast:
+                logp = completion_logprobs(fwd(tokens, roll.mask[rows]), tokens, roll.prompt_len, args.temperature)  # (n, T)
                 if inner == 0:
-                    old_logp[rows] = logp.detach()  # the weights are still π_old's here
-                loss, st = grpo_loss(logp, old_logp[rows], None if ref_logp is None else ref_logp[rows],
-                                     advantages[rows], mask[rows], args.clip_eps, args.clip_eps_high,
-                                     args.beta, args.kl, args.agg, **totals)
-                loss.backward()
-                loss_sum += loss.detach()
-                w = mask[rows].sum() / totals["num_tokens"]  # token-weighted average of micro-batch stats
-                for k in ("kl", "clip_frac_low", "clip_frac_high", "ratio_mean"):
-                    stats[k] = stats.get(k, 0.0) + w * st[k]
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            if not (torch.isfinite(loss_sum) and torch.isfinite(grad_norm)):
-                optimizer.zero_grad(set_to_none=True)  # a non-finite step never touches the weights
-                print(f"step {step}: non-finite loss or gradient, update skipped")
-                log({"kind": "skipped", "step": step, "inner": inner})
-                continue
-            optimizer.step()
-        dt = time.time() - t0
-        rec = {"kind": "train", "step": step, **{k: float(v) for k, v in group_stats(reward, args.G).items()},
-               "acc": float((reward >= 1).float().mean()), **{k: float(v) for k, v in stats.items()},
-               "len": float(roll.lengths.float().mean()), "truncated": float(roll.truncated.float().mean()),
-               "tok_s": float(mask.sum()) / dt, "dt": dt}
-        log(rec)
-        print(f"step {step}: reward {rec['reward_mean']:.3f} acc {rec['acc']:.3f} dead {rec['dead_frac']:.2f} "
-              f"kl {rec['kl']:.4f} clip {rec['clip_frac_low']:.3f}/{rec['clip_frac_high']:.3f} len {rec['len']:.1f} "
-              f"trunc {rec['truncated']:.2f} tok/s {rec['tok_s']:.0f} dt {dt:.2f}s", flush=True)
-        if step % args.eval_every == 0 or step == args.steps:
-            run_eval()
-            checkpoint()
-except KeyboardInterrupt:
-    checkpoint()
-    sys.exit(f"interrupted at step {step}; saved {ckpt_path}, continue with --init_from resume")
+                    old_logp[rows] = logp.detach()
+                    if ref is not None:
+                        with torch.no_grad():
+                            ref_logp[rows] = completion_logprobs(ref(tokens, roll.mask[rows]), tokens,
+                                                                 roll.prompt_len, args.temperature)
+            loss, st = grpo_loss(logp, old_logp[rows], None if ref is None else ref_logp[rows], advantages[rows],
+                                 cmask, args.clip_eps, args.clip_eps_high, args.beta, args.kl, args.agg, **totals)
+            loss.backward()
+            w = cmask.sum() / totals["num_tokens"]  # this micro-batch's share of the step's tokens
+            for k in ("loss", "pg_loss", "kl_loss", "kl", "clip_frac_low", "clip_frac_high", "ratio_mean"):
+                stats[k] = stats.get(k, 0.0) + (st[k] if k.endswith("loss") else w * st[k])  # losses add up
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if not (torch.isfinite(stats["loss"]) and torch.isfinite(grad_norm)):
+            optimizer.zero_grad(set_to_none=True)  # a non-finite step never touches the weights
+            print(f"step {step + 1}: non-finite loss or gradient, update skipped")
+            log({"kind": "skipped", "step": step + 1, "inner": inner})
+            continue
+        optimizer.step()
+    step += 1
+    dt = time.time() - t0
+    rec = {"kind": "train", "step": step, **{k: float(v) for k, v in group_stats(rewards, args.G).items()},
+           "acc": float((rewards >= 1).float().mean()), **{k: float(v) for k, v in stats.items()},
+           "len": float(roll.lengths.float().mean()), "truncated": float(roll.truncated.float().mean()),
+           "tok_s": float(completion_mask.sum()) / dt, "dt": dt}
+    log(rec)
+    print(f"step {step}: reward {rec['reward_mean']:.3f} acc {rec['acc']:.3f} dead {rec['dead_frac']:.2f} "
+          f"kl {rec['kl']:.4f} clip {rec['clip_frac_low']:.3f}/{rec['clip_frac_high']:.3f} len {rec['len']:.1f} "
+          f"trunc {rec['truncated']:.2f} tok/s {rec['tok_s']:.0f} dt {dt:.2f}s", flush=True)
+    if step % args.eval_every == 0 or step == args.steps:
+        run_eval()
+        checkpoint()
 checkpoint()
+if stop:
+    sys.exit(f"stopped at step {step}; saved {ckpt_path}, continue with --init_from resume")

@@ -49,10 +49,9 @@ def test_warm_start_is_cached(tmp_path):
     assert "warm start 3/3" not in r.stdout  # loaded, not retrained
 
 
-def test_grpo_raises_reward_on_a_trivial_task(tmp_path):
-    """Warm-start on a teacher that is right 1 time in 4 and else answers a random digit,
-    then GRPO with the verifier must learn to give the right digit (reward ≈ 0.3 -> near 1).
-    (Two questions with different answers need many more steps for a model this small.)"""
+def trivial_task(tmp_path):
+    """A one-question task and a 2-layer model warm-started on a teacher that is right 1 time
+    in 4 and else answers a random digit: sampled answers are right about 0.25 + 0.75/10."""
     data = tmp_path / "trivial.jsonl"
     golds = {"What is two plus one?": 3}
     with open(data, "w") as f:
@@ -61,15 +60,13 @@ def test_grpo_raises_reward_on_a_trivial_task(tmp_path):
                 f.write(json.dumps({"question": q, "answer": f"#### {a}"}) + "\n")
     enc = get_tokenizer()
     torch.manual_seed(0)
-    cfg = GPTConfig(block_size=128, vocab_size=257, n_layer=1, n_head=4, n_embd=32)
-    model = GPT(cfg)
+    model = GPT(GPTConfig(block_size=128, vocab_size=257, n_layer=2, n_head=4, n_embd=32))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     rng = random.Random(0)
     for _ in range(200):
         qs = [rng.choice(list(golds)) for _ in range(32)]
         digits = [golds[q] if rng.random() < 0.25 else rng.randint(0, 9) for q in qs]
-        seqs = [enc.encode(f"Q: {q}\nA: #### {d}") + [256] for q, d in zip(qs, digits)]
-        idx = torch.tensor(seqs)  # (32, L), all the same length
+        idx = torch.tensor([enc.encode(f"Q: {q}\nA: #### {d}") + [256] for q, d in zip(qs, digits)])  # (32, L)
         logits = model(idx[:, :-1])[:, -7:]  # the last 7 predictions: "#### d" and EOS
         loss = F.cross_entropy(logits.reshape(-1, 257), idx[:, -7:].reshape(-1))
         opt.zero_grad()
@@ -77,10 +74,15 @@ def test_grpo_raises_reward_on_a_trivial_task(tmp_path):
         opt.step()
     init = tmp_path / "init.pt"
     torch.save(model.state_dict(), init)
+    return ["--data", str(data), "--init_from", str(init), "--n_layer", "2", "--n_embd", "32", "--block_size", "128",
+            "--max_new_tokens", "8", "--device", "cpu", "--G", "8", "--seed", "0"]
+
+
+def test_grpo_raises_reward_on_a_trivial_task(tmp_path):
+    """GRPO with the verifier must learn to give the right digit (reward ≈ 0.3 -> near 1)."""
     out = str(tmp_path / "out")
-    r = run("--data", str(data), "--init_from", str(init), "--n_layer", "1", "--n_embd", "32", "--block_size", "128",
-            "--max_new_tokens", "8", "--device", "cpu", "--batch_prompts", "8", "--G", "8", "--steps", "30",
-            "--eval_every", "30", "--lr", "3e-3", "--seed", "0", "--out_dir", out)
+    r = run(*trivial_task(tmp_path), "--batch_prompts", "8", "--steps", "30", "--eval_every", "30",
+            "--lr", "3e-3", "--out_dir", out)
     assert r.returncode == 0, r.stderr
     rewards = [t["reward_mean"] for t in records(out, "train")]
     assert rewards[0] < 0.5, rewards             # it starts near the teacher's 0.25 + 0.75 / 10
@@ -94,12 +96,20 @@ def test_user_errors_are_one_line_messages(tmp_path):
     no_marker.write_text('{"question": "q", "answer": "42"}\n')
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"question": "caf\xe9", "answer": "#### 1"}\n'.encode("latin-1"))
+    not_a_ckpt = tmp_path / "notes.pt"
+    not_a_ckpt.write_text("not a checkpoint")
     cases = [(["--G", "1"], "--G"),
              (["--beta", "-0.1"], "--beta"),
              (["--data", str(tmp_path / "missing.jsonl")], "no such file"),
              (["--data", str(bad)], "line 2"),
              (["--data", str(no_marker)], "line 1"),
-             (["--data", str(empty)], "no problems"),
+             (["--data", str(empty)], "0 problems"),
+             (["--data", str(latin1)], "line 1"),
+             (["--beta", "nan"], "--beta"),
+             (["--G", "two"], "--G"),
+             (["--init_from", str(not_a_ckpt)], "cannot load"),
              (["--block_size", "40"], "block_size"),
              (["--init_from", "resume", "--out_dir", str(tmp_path / "nothing")], "no checkpoint")]
     for flags, words in cases:
@@ -107,3 +117,18 @@ def test_user_errors_are_one_line_messages(tmp_path):
         assert r.returncode != 0, flags
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], (flags, r.stderr)
+
+
+def test_micro_batches_give_the_one_batch_step(tmp_path):
+    """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch."""
+    logs, task = [], trivial_task(tmp_path)
+    for mb in ("0", "3"):
+        out = str(tmp_path / f"mb{mb}")
+        r = run(*task, "--steps", "1", "--mu", "2", "--agg", "dapo", "--micro_batch", mb, "--lr", "3e-3",
+                "--batch_prompts", "4", "--out_dir", out)
+        assert r.returncode == 0, r.stderr
+        logs.append(records(out, "train")[0])
+    one, acc = logs
+    assert abs(one["pg_loss"]) > 1e-4 and one["kl"] > 0  # μ = 2: the second update sees a moved policy
+    for k in ("loss", "pg_loss", "kl_loss", "kl", "ratio_mean", "reward_mean"):
+        assert abs(one[k] - acc[k]) <= 1e-5 + 1e-3 * abs(one[k]), (k, one[k], acc[k])
