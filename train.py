@@ -292,6 +292,8 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
 gen = torch.Generator(device).manual_seed(args.seed)  # rollouts are reproducible from here
 if args.init_from == "resume":
     optimizer.load_state_dict(ckpt["optimizer"])
+    for group in optimizer.param_groups:
+        group["lr"] = args.lr  # the flag, not the saved value: one source of truth
     step = ckpt["step"]
     if ref is not None:
         restore(ref, ckpt["ref"], ckpt_path)
