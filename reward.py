@@ -1,15 +1,15 @@
-r"""
+"""
 reward.py: a rule-based math verifier. It turns a completion o and a gold answer into
 the reward r that GRPO's advantages are computed from:
 
     r(o, gold) = 1[parse(extract(o)) == parse(gold)]  +  b · 1[o ends on a well-formed answer line]
 
 with exact rational comparison, and a format bonus b in [0, 0.1], 0 by default, paid when
-the last non-blank line holds a `####` or \boxed mark with the answer, unhedged and parseable.
+the last non-blank line holds a `####` or \\boxed mark with the answer, unhedged and parseable.
 
 extract(o), in this order of priority:
   0. cut the completion at a run-on: <|endoftext|>, or a line that starts `Question:`/`Q:`;
-  1. the last balanced \boxed{x} or \fbox{x} (a box holding another box is read by the inner one);
+  1. the last balanced \\boxed{x} or \\fbox{x} (a box holding another box is read by the inner one);
   2. else the last `#### x`;
   3. else the last "The (final) answer is x" or "Answer: x";
   4. else, only with last_number=True (off for RL, where it pays for luck), the last number.
@@ -24,13 +24,13 @@ No answer (None) pays 0; it never counts as the value 0. Hedges and degenerate o
     a box longer than MAX_ANSWER_CHARS.
 
 parse(s), applied alike to the prediction and the gold: map the unicode minus and the en
-dash to -; unwrap \text{} and \mbox{}; strip whitespace, $ and \$, **, % and \%, ^\circ
-and °, \! (MATH's 10,\!000), a trailing period and up to three trailing UNIT_WORDS; drop
+dash to -; unwrap \\text{} and \\mbox{}; strip whitespace, $ and \\$, **, % and \\%, ^\\circ
+and °, \\! (MATH's 10,\\!000), a trailing period and up to three trailing UNIT_WORDS; drop
 thousands commas only where they form valid groups (1,234,567 is one number, 42,43 is a
-list); then read one of -7, 42.00, .5, 3/4, \frac{3}{4} (\dfrac, \tfrac) as a Fraction.
-So 42.00 == 42 and 0.75 == 3/4 == \frac{3}{4}, 420 is not 42, there is no float tolerance,
+list); then read one of -7, 42.00, .5, 3/4, \\frac{3}{4} (\\dfrac, \\tfrac) as a Fraction.
+So 42.00 == 42 and 0.75 == 3/4 == \\frac{3}{4}, 420 is not 42, there is no float tolerance,
 and no ×100 for percents. Digits are ASCII, at most MAX_DIGITS characters a number; anything
-else (1e3, \sqrt{2}, x = 5, 42 apples) does not parse.
+else (1e3, \\sqrt{2}, x = 5, 42 apples) does not parse.
 
 Where this departs from DeepSeekMath:
   - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process

@@ -299,7 +299,8 @@ if args.init_from == "resume":
         restore(ref, ckpt["ref"], ckpt_path)
     rl_rng.setstate(ckpt["task_rng"])
     gen.set_state(ckpt["gen_rng"].cpu())
-    with open(metrics_path) as f:  # drop records written after the checkpoint
+    with open(metrics_path, "a+") as f:  # drop records written after the checkpoint
+        f.seek(0)
         kept = [line for line in f if json.loads(line)["step"] <= step]
 else:
     kept = []  # a fresh run starts a fresh log
@@ -326,7 +327,14 @@ def run_eval():
 
 
 stop = []  # Ctrl-C asks to stop; the step in flight finishes, then a checkpoint is saved
-signal.signal(signal.SIGINT, lambda *_: stop.append(print("Ctrl-C: finishing this step, then saving")))
+
+
+def request_stop(signum, frame):
+    print("Ctrl-C: finishing this step, then saving")
+    stop.append(signum)
+
+
+signal.signal(signal.SIGINT, request_stop)
 if step == 0:
     run_eval()  # the starting point: the warm start's greedy accuracy and pass@k
 while step < args.steps and not stop:

@@ -2,6 +2,7 @@
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -132,3 +133,23 @@ def test_micro_batches_give_the_one_batch_step(tmp_path):
     assert abs(one["pg_loss"]) > 1e-4 and one["kl"] > 0  # μ = 2: the second update sees a moved policy
     for k in ("loss", "pg_loss", "kl_loss", "kl", "ratio_mean", "reward_mean"):
         assert abs(one[k] - acc[k]) <= 1e-5 + 1e-3 * abs(one[k]), (k, one[k], acc[k])
+
+
+def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
+    out = str(tmp_path / "out")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "train.py"), *TINY, "--steps", "1000",
+                             "--sft_steps", "3", "--eval_every", "1000", "--out_dir", out],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        if line.startswith("step 2:"):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "continue with --init_from resume" in err
+    steps = [t["step"] for t in records(out, "train")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
+    saved = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["step"]
+    assert saved == steps[-1]  # the checkpoint holds every logged step, no half step
+    r = run(*TINY, "--steps", str(saved + 1), "--sft_steps", "3", "--out_dir", out, "--init_from", "resume")
+    assert r.returncode == 0, r.stderr
+    assert [t["step"] for t in records(out, "train")] == list(range(1, saved + 2))
