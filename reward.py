@@ -42,7 +42,8 @@ Bounded time on hostile input: no regex has nested quantifiers or ends in `.*?$`
 and answers are capped in length; numbers are capped in length before Fraction (Python
 refuses int() of more than 4,300 digits); no eval, no signals, no exceptions to catch.
 
-The end of the file holds the evaluation metrics pass@k and maj@k (seed 003).
+The end of the file holds the evaluation metrics pass@k and maj@k (seed 003), and
+sampled_metrics(), which averages both over problems for the training loop's evaluation.
 """
 import math
 import re
@@ -301,3 +302,16 @@ def maj_at_k(answers, gold, k):
     top = max(votes.values())
     tied = [v for v, count in votes.items() if count == top]
     return tied.count(parse_number(gold)) / len(tied)
+
+
+def sampled_metrics(completions, golds, G):
+    """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per
+    problem in contiguous groups (completion b*G + g answers golds[b])."""
+    B = len(golds)
+    correct = rewards(completions, golds).view(B, G) >= 1.0  # (B, G)
+    answers = [extract_answer(c) for c in completions]
+    out = {}
+    for k in range(1, G + 1):
+        out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in correct.sum(dim=1)) / B
+        out[f"maj@{k}"] = sum(maj_at_k(answers[b * G:(b + 1) * G], golds[b], k) for b in range(B)) / B
+    return out

@@ -220,14 +220,7 @@ def evaluate():
         greedy = completions_text(generate(model, qs, 1, args.max_new_tokens, temperature=0, eos_id=EOS), enc)
         samples = completions_text(generate(model, qs, args.G, args.max_new_tokens, args.temperature,
                                             eos_id=EOS, generator=eval_gen), enc)
-    out = {"greedy_acc": reward.rewards(greedy, golds).mean().item()}
-    n_correct = (reward.rewards(samples, golds) >= 1).view(len(test), args.G).sum(1).tolist()  # per problem
-    answers = [reward.extract_answer(s) for s in samples]
-    for k in range(1, args.G + 1):
-        out[f"pass@{k}"] = sum(reward.pass_at_k(args.G, c, k) for c in n_correct) / len(test)
-        out[f"maj@{k}"] = sum(reward.maj_at_k(answers[b * args.G:(b + 1) * args.G], golds[b], k)
-                              for b in range(len(test))) / len(test)
-    return out
+    return {"greedy_acc": reward.rewards(greedy, golds).mean().item(), **reward.sampled_metrics(samples, golds, args.G)}
 
 
 def warm_start():

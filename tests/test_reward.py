@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import reward as reward_module
-from reward import (MAX_MARKS, extract_answer, is_correct, maj_at_k, parse_number, pass_at_k,
+from reward import (MAX_MARKS, extract_answer, is_correct, maj_at_k, parse_number, pass_at_k, sampled_metrics,
                     reward, rewards)
 
 DATA = Path(__file__).parent / "data"
@@ -424,3 +424,14 @@ def test_no_regex_has_nested_quantifiers():
 def test_no_eval_no_signals_no_bare_except():
     source = Path(reward_module.__file__).read_text(encoding="utf-8")
     assert not re.search(r"\beval\(|\bexec\(|\bsignal\b|except\s*:", source)
+
+
+def test_sampled_metrics_over_groups():
+    """Two problems, G = 3: the first answered right once ("#### 5"), the second twice as "1/2"."""
+    samples = ["#### 5", "#### 4", "#### 4", "#### 0.5", "#### 1/2", "#### 3"]
+    m = sampled_metrics(samples, ["5", "0.5"], 3)
+    assert m["pass@1"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+    assert m["pass@3"] == 1.0
+    assert m["maj@1"] == 1.0   # the first answers, 5 and 0.5, are both right
+    assert m["maj@2"] == 0.75  # problem 1 ties 5 with 4 (scores 1/2); problem 2 votes 0.5 twice
+    assert m["maj@3"] == 0.5   # problem 1's majority is 4 (wrong); problem 2's is 1/2 (right)
