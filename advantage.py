@@ -3,7 +3,7 @@ advantage.py: one advantage per completion, computed inside its group of G answe
 
 GRPO has no critic. For each prompt it samples G completions with rewards r_1..r_G and
 uses the group itself as the baseline (a baseline may depend on the prompt, never on the
-answer it is subtracted from, seed 002). Every completion's tokens share its advantage.
+answer it is subtracted from: the baseline theorem). Every completion's tokens share its advantage.
 
     mean      A_i = r_i - mean(r)                      expected gradient (1 - 1/G)·∇J
     std       A_i = (r_i - mean(r)) / (std(r) + eps)   GRPO, Shao et al. 2024 (DeepSeekMath)
@@ -20,7 +20,7 @@ Where this departs from DeepSeekMath or needs a choice:
   the default eps=1e-4 makes it -2.64).
 - Dividing by σ is outside the baseline theorem: it makes A invariant to r -> a·r + b
   (a > 0), so a 0.1 reward gap in a group of near-equal rewards gets the same weight as
-  the one correct answer in a group of wrong ones (seed 000, problem 4). eps only stops
+  the one correct answer in a group of wrong ones (tests/test_advantage.py). eps only stops
   0/0; it does not stop that amplification. This is why Dr. GRPO drops σ.
 - A "dead" group (all rewards equal) gets advantage exactly 0 under every method that
   needs a group, never NaN, even with eps=0. With binary rewards and success rate q a

@@ -14,7 +14,7 @@ KL estimators on a token sampled from π_θ, with log r = log(π_ref/π_θ) (Sch
     k1 = -log r                 value unbiased for KL(π‖π_ref); expected gradient 0 on-policy
     k2 = ½ (log r)²             value biased (≈ KL to second order); expected gradient = ∇KL(π‖π_ref) on-policy
     k3 = r - log r - 1 ≥ 0      value unbiased for KL(π‖π_ref), but its gradient, on samples
-                                from π, descends the OTHER direction, KL(π_ref‖π) (seed 004;
+                                from π, descends the OTHER direction, KL(π_ref‖π) (tests/test_grpo.py;
                                 Tang & Munos 2025). DeepSeekMath uses k3; so do we by default.
 The KL term is not importance-weighted, as in DeepSeekMath: with μ > 1 its samples come from
 π_old and its expected gradient matches neither KL; weighting by (π/π_old).detach() restores

@@ -42,7 +42,7 @@ Bounded time on hostile input: no regex has nested quantifiers or ends in `.*?$`
 and answers are capped in length; numbers are capped in length before Fraction (Python
 refuses int() of more than 4,300 digits); no eval, no signals, no exceptions to catch.
 
-The end of the file holds the evaluation metrics pass@k and maj@k (seed 003), and
+The end of the file holds the evaluation metrics pass@k and maj@k (DeepSeekMath compares both), and
 sampled_metrics(), which averages both over problems for the training loop's evaluation.
 """
 import math

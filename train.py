@@ -46,7 +46,25 @@ def ranged(cast, lo, hi=math.inf, open_lo=False):
     return parse
 
 
-p = argparse.ArgumentParser(description=__doc__.split("\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def save(obj, path):
+    """Atomic write: a half-written checkpoint never replaces a good one."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load(path, keys=()):
+    """A checkpoint dict, loaded without unpickling code; a bad file ends with a one-line error."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        die(f"cannot load {path} ({type(e).__name__}); delete it or pick another --init_from")
+    if keys and not (isinstance(obj, dict) and all(k in obj for k in keys)):
+        die(f"{path} is not a nanogrpo checkpoint of this kind; delete it or pick another --init_from")
+    return obj
+
+
+p = argparse.ArgumentParser(description=__doc__.split("\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                            allow_abbrev=False)
 p.error = lambda msg: die(f"{msg} (see --help)")
 p.add_argument("--G", type=ranged(int, 2), default=8, help="completions per prompt (group size), at least 2")
 p.add_argument("--beta", type=ranged(float, 0), default=0.04, help="KL coefficient; 0 drops the reference model")
@@ -60,7 +78,7 @@ p.add_argument("--lr", type=ranged(float, 0, open_lo=True), default=1e-4, help="
 p.add_argument("--batch_prompts", type=ranged(int, 1), default=None, help="prompts per step B (auto: 64 on CUDA, 16 elsewhere)")
 p.add_argument("--micro_batch", type=ranged(int, 0), default=0, help="rows per forward/backward (gradient accumulation); 0 = all")
 p.add_argument("--max_new_tokens", type=ranged(int, 1), default=48, help="completion length limit T")
-p.add_argument("--temperature", type=ranged(float, 0, open_lo=True), default=1.0, help="sampling temperature for rollouts and pass@k")
+p.add_argument("--temperature", type=ranged(float, 0.01), default=1.0, help="sampling temperature for rollouts and pass@k (>= 0.01)")
 p.add_argument("--steps", type=ranged(int, 0), default=None, help="GRPO steps (auto: 300 on CUDA, 150 elsewhere)")
 p.add_argument("--eval_every", type=ranged(int, 1), default=None, help="evaluate every this many steps (auto: 50 on CUDA, 30 elsewhere)")
 p.add_argument("--eval_size", type=ranged(int, 1), default=200, help="held-out problems for greedy accuracy and pass@k/maj@k")
@@ -78,6 +96,20 @@ p.add_argument("--out_dir", default="out", help="metrics.jsonl, ckpt.pt and the 
 p.add_argument("--init_from", default="warmstart", help="warmstart (cached SFT), resume (out_dir/ckpt.pt), or a .pt path")
 p.add_argument("--data", default=None, help="GSM8K-format JSONL (question, answer ending in '#### n') instead of the built-in task")
 args = p.parse_args()
+given = {t[2:].split("=")[0] for t in sys.argv[1:] if t.startswith("--")}  # the flags typed (no abbreviations)
+ckpt_path, warm_path = os.path.join(args.out_dir, "ckpt.pt"), os.path.join(args.out_dir, "warmstart.pt")
+if args.init_from == "resume":  # a resumed run keeps its settings: flags not typed come from the checkpoint
+    if not os.path.isfile(ckpt_path):
+        die(f"--init_from resume: no checkpoint at {ckpt_path}")
+    ckpt = load(ckpt_path, ("model", "optimizer", "step", "args", "task", "ref", "task_rng", "gen_rng"))
+    if not isinstance(ckpt["args"], dict):
+        die(f"{ckpt_path} is not a nanogrpo checkpoint; delete it or start a fresh run")
+    for k, v in ckpt["args"].items():
+        if k not in given:
+            setattr(args, k, v)
+        elif v != getattr(args, k) and k not in ("lr", "steps", "eval_every", "micro_batch", "device", "dtype",
+                                                 "compile", "out_dir", "init_from"):
+            die(f"--{k} {getattr(args, k)} differs from the checkpoint's {v}; a resumed run keeps it (drop the flag)")
 
 device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else \
     "mps" if torch.backends.mps.is_available() else "cpu"
@@ -186,28 +218,14 @@ fwd = torch.compile(model) if args.compile else model  # the training forward; s
 print(f"model: {model.num_params() / 1e6:.2f}M parameters")
 
 
-def save(obj, path):
-    """Atomic write: a half-written checkpoint never replaces a good one."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
-def load(path, keys=()):
-    """A checkpoint dict, loaded without unpickling code; a bad file ends with a one-line error."""
-    try:
-        obj = torch.load(path, map_location=device, weights_only=True)
-    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
-        die(f"cannot load {path} ({type(e).__name__}); delete it or pick another --init_from")
-    if keys and not (isinstance(obj, dict) and all(k in obj for k in keys)):
-        die(f"{path} is not a nanogrpo checkpoint of this kind; delete it or pick another --init_from")
-    return obj
-
-
 def restore(module, state, path):
     try:
         module.load_state_dict(state)
     except (RuntimeError, KeyError, TypeError) as e:  # another model size, or not a state dict
-        die(f"{path} does not fit this model ({str(e).splitlines()[0][:80]}); match --n_layer/--n_embd/--block_size")
+        why = [line.strip() for line in str(e).splitlines() if line.strip()][-1][:100]
+        die(f"{path} does not fit this model ({why}); match --n_layer/--n_embd/--block_size")
+    if not all(torch.isfinite(t).all() for t in module.state_dict().values()):
+        die(f"{path} holds non-finite weights; it is damaged")
 
 
 @torch.no_grad()
@@ -250,16 +268,11 @@ def warm_start():
 
 
 step, metrics_path = 0, os.path.join(args.out_dir, "metrics.jsonl")
-ckpt_path, warm_path = os.path.join(args.out_dir, "ckpt.pt"), os.path.join(args.out_dir, "warmstart.pt")
 task = f"data-{zlib.crc32(json.dumps(data).encode())}" if args.data else f"builtin-d{args.difficulty}-slip{args.teacher_slip}"
 task_key = f"{task}-eval{args.eval_size}-{cfg}-sft{args.sft_steps}-seed{args.seed}"  # reuse a cached warm start only for this
 if args.init_from == "resume":
-    if not os.path.isfile(ckpt_path):
-        die(f"--init_from resume: no checkpoint at {ckpt_path}")
-    ckpt = load(ckpt_path, ("model", "optimizer", "step", "args", "ref", "task_rng", "gen_rng"))
-    for k in ("G", "beta", "adv", "agg", "kl", "mu", "data", "difficulty", "teacher_slip", "eval_size", "seed"):
-        if ckpt["args"].get(k) != getattr(args, k):
-            die(f"--{k} {getattr(args, k)} differs from the checkpoint's {ckpt['args'].get(k)}; resume with the same flag")
+    if ckpt["task"] != task:
+        die(f"the task changed since {ckpt_path} was written (another --data file or content); start a fresh run")
     restore(model, ckpt["model"], ckpt_path)
 elif args.init_from == "warmstart":
     warm = load(warm_path, ("key", "model", "seconds")) if os.path.isfile(warm_path) else None
@@ -291,18 +304,26 @@ if args.init_from == "resume":
     if ref is not None:
         restore(ref, ckpt["ref"], ckpt_path)
     rl_rng.setstate(ckpt["task_rng"])
-    gen.set_state(ckpt["gen_rng"].cpu())
-    with open(metrics_path, "a+") as f:  # drop records written after the checkpoint
-        f.seek(0)
-        kept = [line for line in f if json.loads(line)["step"] <= step]
-else:
-    kept = []  # a fresh run starts a fresh log
-with open(metrics_path, "w") as f:
+    try:
+        gen.set_state(ckpt["gen_rng"])
+    except RuntimeError:
+        die(f"{ckpt_path} was written on another kind of device; resume on that one (--device)")
+kept = []  # a fresh run starts a fresh log (and will overwrite ckpt.pt); a resumed one keeps its past
+if args.init_from == "resume" and os.path.isfile(metrics_path):
+    with open(metrics_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                if json.loads(line)["step"] <= step:  # drop what was written after the checkpoint
+                    kept.append(line)
+            except (ValueError, KeyError, TypeError):  # a line cut short by a crash
+                print(f"metrics.jsonl: dropping a damaged line: {line[:60]!r}")
+with open(metrics_path + ".tmp", "w") as f:
     f.writelines(kept)
+os.replace(metrics_path + ".tmp", metrics_path)
 
 
 def checkpoint():
-    save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "args": vars(args),
+    save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "args": vars(args), "task": task,
           "ref": ref.state_dict() if ref is not None else None, "task_rng": rl_rng.getstate(),
           "gen_rng": gen.get_state()}, ckpt_path)
 
@@ -323,12 +344,13 @@ stop = []  # Ctrl-C asks to stop; the step in flight finishes, then a checkpoint
 
 
 def request_stop(signum, frame):
-    print("Ctrl-C: finishing this step, then saving")
+    print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)")
     stop.append(signum)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 signal.signal(signal.SIGINT, request_stop)
-if step == 0:
+if step == 0 and not kept:
     run_eval()  # the starting point: the warm start's greedy accuracy and pass@k
 while step < args.steps and not stop:
     t0 = time.time()

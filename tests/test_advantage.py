@@ -1,4 +1,4 @@
-"""advantage.py: each method's formula, the seeds' numbers (002, 000 problem 4), dead groups,
+"""advantage.py: each method's formula, the worked numbers (baselines, the [1,...,1,0.9] group), dead groups,
 and the baseline claims checked by exact enumeration through grpo.py's loss and autograd."""
 import itertools
 
@@ -127,7 +127,7 @@ def test_group_stats():
 
 # ----------------------------------------------------------------------------- baselines
 
-THETA = (0.3, 0.1, -0.2)   # seed 002's toy policy: softmax over three one-token answers
+THETA = (0.3, 0.1, -0.2)   # the theory's toy policy: softmax over three one-token answers
 R = t(6.0, 5.0, 4.0)       # their rewards
 GRAD_J = (0.3454, -0.0548, -0.2907)
 

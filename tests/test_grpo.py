@@ -1,4 +1,4 @@
-"""grpo.py: log-probs and the shift, the KL estimators (seeds 000 and 004, by exact enumeration and
+"""grpo.py: log-probs and the shift, the KL estimators (the worked numbers, by exact enumeration and
 autograd through grpo_loss), ratio and clip, masking, and gradient accumulation."""
 import pytest
 import torch
@@ -150,7 +150,7 @@ def test_mu_1_ratio_is_one_and_the_clip_does_nothing():
     expect = -adv[:, None] / (4 * mask.sum(1, keepdim=True)) * mask  # (N, T)
     assert torch.allclose(logp.grad, expect, atol=1e-15)
     # old_logp, ref_logp and advantages are constants even if the caller forgot to detach them
-    adv_g = adv + (logp.sum(1) - logp.sum(1).detach())  # value adv, but a path to θ (seed 002)
+    adv_g = adv + (logp.sum(1) - logp.sum(1).detach())  # value adv, but a path to θ
     loss, _ = grpo_loss(logp, logp, logp - 0.3, adv_g, mask)
     loss_c, _ = grpo_loss(logp, logp.detach(), (logp - 0.3).detach(), adv, mask)
     grad, grad_c = (torch.autograd.grad(x, logp, retain_graph=True)[0] for x in (loss, loss_c))

@@ -153,3 +153,19 @@ def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
     r = run(*TINY, "--steps", str(saved + 1), "--sft_steps", "3", "--out_dir", out, "--init_from", "resume")
     assert r.returncode == 0, r.stderr
     assert [t["step"] for t in records(out, "train")] == list(range(1, saved + 2))
+
+
+def test_resume_keeps_the_run_settings(tmp_path):
+    out = str(tmp_path / "out")
+    r = run(*TINY, "--steps", "1", "--sft_steps", "3", "--temperature", "0.7", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(out, "metrics.jsonl"), "a") as f:
+        f.write('{"kind": "train", "st')  # a line cut short by a crash
+    r = run(*TINY, "--steps", "2", "--out_dir", out, "--init_from", "resume")  # no --temperature, --sft_steps
+    assert r.returncode == 0, r.stderr
+    assert "dropping a damaged line" in r.stdout
+    args = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["args"]
+    assert args["temperature"] == 0.7 and args["sft_steps"] == 3 and args["steps"] == 2
+    assert [t["step"] for t in records(out, "train")] == [1, 2]
+    r = run(*TINY, "--G", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume")  # the last --G wins
+    assert r.returncode != 0 and r.stderr.startswith("error: --G 4 differs") and len(r.stderr.splitlines()) == 1
