@@ -105,10 +105,11 @@ if args.init_from == "resume":  # a resumed run keeps its settings: flags not ty
     if not isinstance(ckpt["args"], dict):
         die(f"{ckpt_path} is not a nanogrpo checkpoint; delete it or start a fresh run")
     for k, v in ckpt["args"].items():
+        if k in ("out_dir", "init_from"):  # where the run lives now and how it starts: this command's
+            continue
         if k not in given:
             setattr(args, k, v)
-        elif v != getattr(args, k) and k not in ("lr", "steps", "eval_every", "micro_batch", "device", "dtype",
-                                                 "compile", "out_dir", "init_from"):
+        elif v != getattr(args, k) and k not in ("lr", "steps", "eval_every", "micro_batch", "device", "dtype", "compile"):
             die(f"--{k} {getattr(args, k)} differs from the checkpoint's {v}; a resumed run keeps it (drop the flag)")
 
 device = args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else \
