@@ -1,31 +1,63 @@
 """
 advantage.py: one advantage per completion, computed inside its group of G answers.
 
-GRPO has no critic. For each prompt it samples G completions with rewards r_1..r_G and
-uses the group itself as the baseline (a baseline may depend on the prompt, never on the
-answer it is subtracted from: the baseline theorem). Every completion's tokens share its advantage.
+GRPO has no critic. For each prompt it samples G completions with rewards r_1..r_G and uses the
+group itself as the baseline. Every completion's tokens share its advantage.
 
-    mean      A_i = r_i - mean(r)                      expected gradient (1 - 1/G)·∇J
+    mean      A_i = r_i - mean(r)
     std       A_i = (r_i - mean(r)) / (std(r) + eps)   GRPO, Shao et al. 2024 (DeepSeekMath)
-    loo       A_i = r_i - mean_{j≠i} r_j               RLOO, Kool et al. 2019, Ahmadian et al. 2024;
-              = G/(G-1) · (r_i - mean(r))              expected gradient exactly ∇J
-    dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO, Liu et al. 2025: no σ; its other
-                                                       half is grpo.py's agg="dr_grpo"
+    loo       A_i = r_i - mean_{j≠i} r_j               leave-one-out baseline (Kool et al. 2019)
+              = G/(G-1) · (r_i - mean(r))
+    dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO, Liu et al. 2025: mean's numbers, no σ;
+                                                       the method is this + grpo.py's agg="dr_grpo" + beta=0
     none      A_i = r_i                                no baseline, for comparison only
 
-Where this departs from DeepSeekMath or needs a choice:
-- σ: DeepSeekMath does not say which. The default is the unbiased σ (divide by G-1), as
-  torch.std, TRL and verl; unbiased=False gives the population σ (divide by G) of the
-  seed's worked example, where [1,1,1,1,1,1,1,0.9] gives +0.38 and -2.65 (with eps ≈ 0;
-  the default eps=1e-4 makes it -2.64).
-- Dividing by σ is outside the baseline theorem: it makes A invariant to r -> a·r + b
-  (a > 0), so a 0.1 reward gap in a group of near-equal rewards gets the same weight as
-  the one correct answer in a group of wrong ones (tests/test_advantage.py). eps only stops
-  0/0; it does not stop that amplification. This is why Dr. GRPO drops σ.
-- A "dead" group (all rewards equal) gets advantage exactly 0 under every method that
-  needs a group, never NaN, even with eps=0. With binary rewards and success rate q a
-  group is dead with probability q^G + (1-q)^G (G=8, q=0.9: 43%): it costs G samples and
-  teaches nothing. group_stats() reports the fraction for logging.
+RLOO (Ahmadian et al. 2024) is loo in a REINFORCE loss over the summed log-probs of each answer:
+here loo + agg="dr_grpo" (a constant normaliser) + μ = 1. Ahmadian et al. put the KL into the reward,
+which nanogrpo does not; beta=0 gives the plain estimator. With the default agg="grpo", loo is GRPO's
+loss with a leave-one-out baseline, not RLOO.
+
+Expected gradients: the expectation, over every G-tuple of answers, of the loss gradient (μ = 1,
+beta = 0), against ∇J for J = E[r]. A baseline leaves it unbiased when it does not depend on the
+answer it is subtracted from (the baseline theorem). loo's baseline is the other answers' rewards,
+independent of o_i; mean's contains r_i itself, and mean = (1 - 1/G)·loo answer by answer, so mean's
+expected gradient is (1 - 1/G) times loo's under every aggregation. How loo's compares with ∇J
+depends on the loss's normaliser (grpo.py):
+- one-token answers, answers of one length, or agg="dr_grpo": a constant c, and loo (like none)
+  gives exactly c·∇J, mean (1 - 1/G)·c·∇J. The seed's toy, one-token answers with logits
+  (0.3, 0.1, -0.2) and rewards (6, 5, 4): ∇J = (0.3454, -0.0548, -0.2907), and mean gives (1 - 1/G)·∇J;
+- the default agg="grpo" (1/|o_i|) or agg="dapo" with answers of different lengths: neither is
+  a multiple of ∇J (numbers in grpo.py).
+Tests: tests/test_advantage.py (one token), tests/test_theory.py (lengths 1, 2, 3).
+
+The mean is close to the best constant baseline: on the same toy with one answer per step, the
+baseline that minimises the gradient's total variance is b* = E[r‖∇log π‖²]/E[‖∇log π‖²] = 5.0054
+(variance 0.2200); E[r] = 5.1622 gives 0.2361, and no baseline 16.5922.
+
+Dividing by σ is outside the baseline theorem (σ depends on every answer, r_i included):
+- It makes A invariant to r -> a·r + b (a > 0), so the reward's scale is erased. With partial credit
+  0.2 for an off-by-one answer, the group [0.2, 0, ..., 0] (G = 8, default σ) gives the one partly
+  right answer +2.47, as much as the one right answer of [1, 0, ..., 0] gets (equal with eps=0; the
+  default eps=1e-4 makes them 2.4714 and 2.4742); mean gives 0.175 and 0.875. Likewise
+  [1,1,1,1,1,1,1,0.9] gives the 0.9 answer -2.65 (population σ), as much as the
+  one right answer of a group of wrong ones gets +2.65. eps only stops 0/0; it does not stop that
+  amplification. This is why Dr. GRPO drops σ.
+- Its expected gradient is in general not a multiple of ∇J when rewards take more than two values
+  (tests/test_theory.py has one such case, under every aggregation). With 0/1 rewards and a
+  constant normaliser it is parallel to ∇J, by a factor that can depend on the prompt's success
+  rate, a per-prompt learning rate (it does for G = 4; for G = 2 and 3 it happens not to).
+- σ: DeepSeekMath does not say which. The default is the unbiased σ (divide by G-1), as torch.std,
+  TRL and verl; unbiased=False gives the population σ (divide by G) of the seed's worked example,
+  where [1,1,1,1,1,1,1,0.9] gives +0.38 and -2.65 (with eps ≈ 0; the default eps=1e-4 makes it -2.64).
+
+A "dead" group (all rewards equal) gets advantage exactly 0 under every method that needs a group,
+never NaN, even with eps=0. For one prompt with success rate q and 0/1 rewards a group is dead with
+probability q^G + (1-q)^G (G = 8, q = 0.9: 0.4305; the seed's table rounds 43.05% up to 43.1%). In a
+step of prompts with different success rates q_b the expected dead fraction is the mean over prompts
+of q_b^G + (1-q_b)^G, which is at least the formula at the mean success rate (the function is convex):
+at mean reward 0.92 and G = 8 the formula gives 0.51, and any expected fraction from 0.51 up to 1 is
+possible (1 when every prompt is always solved or always failed). group_stats() logs the fraction.
+What a dead group still does to the loss (beta > 0, denominators) is in grpo.py.
 
 Pure functions: tensors in, tensors out; `rewards` is never written to.
 Rewards are (B*G,) with groups contiguous: row b*G + g is completion g of prompt b.
@@ -52,7 +84,7 @@ def _as_float(rewards):
 
 
 def dead_groups(rewards, G):
-    """(B,) bool: True for each group whose G rewards are all equal (no learning signal)."""
+    """(B,) bool: True for each group whose G rewards are all equal (no policy-gradient signal)."""
     r = _groups(rewards, G)  # (B, G)
     return (r == r[:, :1]).all(dim=1)  # (B,)
 
@@ -83,18 +115,21 @@ def group_advantages(rewards, G, method="std", eps=1e-4, unbiased=True):
     return adv.reshape(-1)                                      # (B*G,)
 
 
-def group_stats(rewards, G):
+def group_stats(rewards, G, unbiased=True):
     """Numbers for logging, as detached 0-dim tensors (call .item() when you want to sync).
 
-    dead_frac:   fraction of groups whose rewards are all equal (their advantages are 0)
+    dead_frac:   fraction of groups whose rewards are all equal (their advantages are 0); its
+                 expectation is the mean over prompts of q^G + (1-q)^G, not that formula at the
+                 mean reward (module docstring)
     reward_mean: mean reward over the batch
     reward_std:  std of all rewards in the batch (population)
-    group_std:   mean over groups of the within-group std (population); what σ-division sees
+    group_std:   mean over groups of the within-group σ that method "std" divides by (unbiased
+                 selects the same divisor as in group_advantages; pass the same value)
     """
     r = _groups(rewards, G)  # (B, G)
     return {
         "dead_frac": dead_groups(rewards, G).to(r.dtype).mean(),
         "reward_mean": r.mean(),
         "reward_std": r.std(unbiased=False),
-        "group_std": r.std(dim=1, unbiased=False).mean(),
+        "group_std": r.std(dim=1, unbiased=unbiased).mean(),
     }

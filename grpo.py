@@ -7,32 +7,87 @@ The objective of DeepSeekMath (Shao et al. 2024), maximised; the loss is its neg
     ρ_it = π_θ(o_it | q, o_i,<t) / π_old(o_it | q, o_i,<t)     token ratio; A_i from advantage.py
     D_it = π_ref/π_θ - log(π_ref/π_θ) - 1                      "k3" (default), in the loss, not the reward
 
-With one update per rollout (μ = 1) π_old = π_θ, so ρ ≡ 1 and the clip does nothing: that is
-correct. The clip only matters when the same rollout is reused for μ > 1 updates.
+Ratio and clip. With one update per rollout (μ = 1, DeepSeekMath's setting) π_old = π_θ, so ρ ≡ 1
+and the clip does nothing: that is correct. The clip only matters when the same rollout is reused
+for μ > 1 updates. DeepSeekMath gives no ε (with μ = 1 it never acts); the default 0.2 is PPO's
+(Schulman et al. 2017).
 
-KL estimators on a token sampled from π_θ, with log r = log(π_ref/π_θ) (Schulman 2020):
-    k1 = -log r                 value unbiased for KL(π‖π_ref); expected gradient 0 on-policy
-    k2 = ½ (log r)²             value biased (≈ KL to second order); expected gradient = ∇KL(π‖π_ref) on-policy
-    k3 = r - log r - 1 ≥ 0      value unbiased for KL(π‖π_ref), but its gradient, on samples
-                                from π, descends the OTHER direction, KL(π_ref‖π) (tests/test_grpo.py;
-                                Tang & Munos 2025). DeepSeekMath uses k3; so do we by default.
-The KL term is not importance-weighted, as in DeepSeekMath: with μ > 1 its samples come from
-π_old and its expected gradient matches neither KL; weighting by (π/π_old).detach() restores
-the on-policy one (Zhang et al. 2025; tests/test_grpo.py shows both).
+What pg_loss shows. At ρ ≡ 1 every token's surrogate is A_i, so under agg="grpo" the policy part is
+pg_loss = -1/num_seqs Σ_i A_i, which is 0 up to rounding when the advantages of each group sum to 0
+(methods mean, std, loo, dr_grpo) and the call holds whole groups (or its micro-batches are summed).
+Under agg="dapo" and "dr_grpo" an answer weighs by its length (-Σ_i |o_i|·A_i / denominator), so
+pg_loss is in general not 0 when lengths differ within a group; nor with method "none", nor after the
+first of μ > 1 updates. Where it is 0 its gradient still is not: read the reward, not the loss.
+
+KL estimators, with log r = log(π_ref/π_θ) on a token sampled from π_θ (Schulman 2020). These are
+one-step facts: one token, its prefix o_<t held fixed, expectations over the next token only:
+    k1 = -log r                 value unbiased for KL(π‖π_ref); expected gradient 0
+    k2 = ½ (log r)²             value biased (≈ KL to second order); expected gradient ∇KL(π‖π_ref)
+    k3 = r - log r - 1 ≥ 0      value unbiased for KL(π‖π_ref), but expected gradient ∇KL(π_ref‖π):
+                                it descends the OTHER direction (Tang & Munos 2025). DeepSeekMath uses
+                                k3; so do we by default.
+Over whole answers the prefix is itself sampled from π_θ, and no per-token loss differentiates that
+sampling. Summed over an answer's tokens, k3's expected gradient is Σ_t E_{o<t ~ π}[∇KL_t(π_ref‖π)]
+(KL_t: of the next-token distributions at the prefix), while the sequence-level KL(π_ref‖π) weighs
+prefixes by π_ref; k2's is Σ_t E_{o<t ~ π}[∇KL_t(π‖π_ref)], while the sequence-level ∇KL(π‖π_ref) adds
+Σ_t E[KL_t · ∇log π(o_<t)], the effect of earlier tokens on the KL still to come. So in general
+neither is the gradient of a sequence-level KL. Two-token answers (per-prefix logits θ = (0.5, 1, -0.5) for token "a" at
+the root, after "a", after "b"; π_ref's (0, -1, 0.5); gradients of the token sum):
+    k3 per-token losses       (0.1225, 0.2876, -0.0925)   first-token part = ∇KL(π_ref‖π)'s, not the rest
+    ∇KL(π_ref‖π), sequences   (0.1225, 0.2311, -0.1225)
+    k2 per-token losses       (0.1175, 0.2448, -0.0887)   later-token part = ∇KL(π‖π_ref)'s, not the first
+    ∇KL(π‖π_ref), sequences   (0.1973, 0.2448, -0.0887)   = what Σ_t k1_t as a reward (advantage -Σ_t k1_t,
+                                                            beta=0; RLHF-PPO's placement) gives exactly
+The KL term is not importance-weighted, as in DeepSeekMath: with μ > 1 its samples come from π_old
+and even the one-step expected gradient is in general neither KL's; weighting each token's term by
+(π/π_old).detach() restores the on-policy one (Zhang et al. 2025). To add such a term, see aggregate().
+Tests: tests/test_grpo.py (one step), tests/test_theory.py (two tokens).
 
 Aggregation over the masked tokens (the mask is 1 up to and including the first EOS):
     agg="grpo"     1/num_seqs Σ_i 1/|o_i| Σ_t       DeepSeekMath (long answers weigh less per token)
-    agg="dapo"     1/num_tokens Σ_i Σ_t             DAPO, Yu et al. 2025 (one token mean)
-    agg="dr_grpo"  1/(num_seqs·max_len) Σ_i Σ_t     Dr. GRPO, Liu et al. 2025 (a constant; pair
-                                                    it with advantage method "dr_grpo", no σ)
-num_seqs, num_tokens, max_len default to this batch's; a caller that accumulates gradients
-over micro-batches (or data-parallel ranks) passes the totals of the whole optimizer step,
-so that the summed micro-batch losses equal the one-big-batch loss and gradient exactly.
+    agg="dapo"     1/num_tokens Σ_i Σ_t             DAPO's token-level loss (Yu et al. 2025); DAPO
+                                                    itself also sets clip_eps=0.2, clip_eps_high=0.28,
+                                                    beta=0, and adds dynamic sampling and overlong
+                                                    reward shaping, which are not here
+    agg="dr_grpo"  1/(num_seqs·max_len) Σ_i Σ_t     a constant normaliser: Dr. GRPO (Liu et al. 2025) is
+                                                    advantage "dr_grpo" (no σ) + this + beta=0 (theirs)
+num_seqs, num_tokens and max_len are the whole optimizer step's (all micro-batches and data-parallel
+ranks); None means this call's batch, except that agg="dr_grpo" requires max_len (the completion
+length limit): a batch's own T would change the "constant" whenever sampling stops early.
+
+Expected gradients and answer length (μ = 1, β = 0; exact enumeration in tests/test_theory.py). With
+answers of one length L every aggregation divides by a constant; with lengths that differ:
+    dr_grpo  constant: advantage loo (or none) gives exactly ∇J/max_len, mean (1 - 1/G)·∇J/max_len;
+    grpo     1/|o_i| depends on the answer: each answer's push (up if A_i > 0, down if A_i < 0) is
+             divided by its length, so of the answers that beat their group the short ones gain most,
+             and of those that lose the long ones lose least (the length bias Dr. GRPO removes). With
+             loo the expected gradient is ∇E[(r - c)/|o|] at c = E[r] held fixed, for every G; with
+             none ∇E[r/|o|];
+    dapo     1/Σ_j |o_j| depends on all the step's sampled lengths: biased (below: one group of 3); it
+             would be ∇J/E|o| with loo if the token count were the constant num_seqs·E|o|.
+mean is (1 - 1/G)·loo answer by answer (advantage.py), so its result is (1 - 1/G)·loo's everywhere.
+Example: answers "⏎", "a⏎", "aa⏎", "aaa" (lengths 1, 2, 3, 3; the last truncated) with rewards
+0, 1, 0.2, 0, from a policy with stop logits s = (0, 0, 0) at positions 1-3 (π = ½, ¼, ⅛, ⅛); G = 3:
+    ∇J = (-0.1375, 0.1125, 0.0125)                per component, as a multiple of ∇J:
+    dr_grpo, loo or none (-0.0458, 0.0375, 0.0042)  1/3, 1/3, 1/3   (max_len 3)
+    grpo, loo            (-0.1068, 0.0526, 0.0042)  0.78, 0.47, 0.33  (not a multiple of ∇J)
+    grpo, none           (-0.0667, 0.0583, 0.0042)  0.48, 0.52, 0.33
+    dapo, loo            (-0.0879, 0.0627, 0.0060)  0.64, 0.56, 0.48
+The third component only trades "aa⏎" against "aaa", both of length 3: there grpo is exactly 1/3.
+
+Dead groups (all rewards equal, so advantage 0: advantage.py) add nothing to the policy part, but
+with beta > 0 their tokens still get the KL term's gradient, and under every aggregation they still
+count in the denominators (num_seqs, num_tokens): the live groups' policy gradient shrinks with the
+live share of the step (by exactly the live fraction of sequences under grpo and dr_grpo). DAPO's
+dynamic sampling refills the batch with live groups instead; nanogrpo does not.
 
 Where this departs from DeepSeekMath:
-- clip_eps_high: an asymmetric clip, "clip-higher" from DAPO (Yu et al. 2025); default symmetric;
+- clip_eps_high: an asymmetric clip, "clip-higher" from DAPO; default symmetric;
 - agg="dapo" and agg="dr_grpo" above, and kl="k1"/"k2" besides k3;
-- beta=0 (DAPO, Dr. GRPO drop the KL term) needs no reference model: ref_logp may be None.
+- beta=0 (DAPO, Dr. GRPO drop the KL term) needs no reference model: ref_logp may be None;
+- k3 clamps log(π_ref/π_θ) to [-20, 20] before the exp, as verl does, so that it cannot overflow;
+  beyond the clamp the term is constant (e^20 - 21 ≈ 4.9e8 at the top) and passes no gradient.
+  verl also caps the k3 value at 10 (which stops the KL gradient on such tokens); nanogrpo does not.
 
 Shapes (letters in model.py): N = B*G completions, T completion length, V vocabulary.
 Advantages, old_logp and ref_logp are constants: they are detached here too.
@@ -41,6 +96,7 @@ import torch
 
 KL_KINDS = ("k1", "k2", "k3")
 AGGS = ("grpo", "dapo", "dr_grpo")
+K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp
 
 
 # ----------------------------------------------------------------------------- log-probs
@@ -84,43 +140,66 @@ def kl_penalty(logp, ref_logp, kind="k3"):
     if kind == "k2":
         return 0.5 * log_r ** 2                # k2 = ½ (log(π_ref/π))²
     if kind == "k3":
+        log_r = log_r.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)  # (N, T) exp cannot overflow
         return torch.exp(log_r) - log_r - 1    # k3 = π_ref/π - log(π_ref/π) - 1
     raise ValueError(f"unknown KL estimator '{kind}'; choose one of {', '.join(KL_KINDS)}")
 
 
 # ----------------------------------------------------------------------------- loss
 
-def _aggregate(x, mask, agg, num_seqs, num_tokens, max_len):
-    """Reduce per-token values x (N, T) over the masked tokens to a scalar (see the docstring)."""
-    x = torch.where(mask, x, torch.zeros_like(x))           # (N, T), 0 after the first EOS
+def _check_agg(agg, max_len):
+    if agg not in AGGS:
+        raise ValueError(f"unknown aggregation '{agg}'; choose one of {', '.join(AGGS)}")
+    if agg == "dr_grpo" and max_len is None:
+        raise ValueError("agg='dr_grpo' needs max_len, the step's completion length limit (a constant); "
+                         "this batch's own length would change whenever sampling stops early")
+
+
+def aggregate(x, mask, agg, *, num_seqs=None, num_tokens=None, max_len=None):
+    """Reduce per-token values x (N, T) over the masked tokens to a scalar, as grpo_loss does.
+
+    agg is one of AGGS; num_seqs, num_tokens, max_len are the whole optimizer step's totals (None:
+    this batch's; agg="dr_grpo" requires max_len). Values at masked positions are never used.
+    For an extra per-token loss term (an entropy bonus, say), add
+        coef * aggregate(term, mask, agg, **totals)
+    to the loss, with the same totals as grpo_loss: summed over micro-batches and ranks it gives
+    the one-big-batch value and gradient.
+    """
+    _check_agg(agg, max_len)
+    mask = mask.bool()                                       # (N, T)
+    x = torch.where(mask, x, torch.zeros_like(x))            # (N, T), 0 after the first EOS
     if agg == "grpo":
-        per_seq = x.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,) 1/|o_i| Σ_t, |o_i| local
-        return per_seq.sum() / num_seqs                     # 1/num_seqs Σ_i
+        num_seqs = x.shape[0] if num_seqs is None else num_seqs
+        per_seq = x.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,) 1/|o_i| Σ_t, |o_i| its own
+        return per_seq.sum() / num_seqs                      # 1/num_seqs Σ_i
     if agg == "dapo":
-        return x.sum() / num_tokens                         # 1/num_tokens Σ_i Σ_t
-    return x.sum() / (num_seqs * max_len)                   # dr_grpo: 1/(num_seqs·max_len) Σ_i Σ_t
+        num_tokens = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
+        return x.sum() / num_tokens                          # 1/num_tokens Σ_i Σ_t
+    num_seqs = x.shape[0] if num_seqs is None else num_seqs
+    return x.sum() / (num_seqs * max_len)                    # dr_grpo: 1/(num_seqs·max_len) Σ_i Σ_t
 
 
-def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, clip_eps_high=None,
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, clip_eps=0.2, clip_eps_high=None,
               beta=0.04, kl="k3", agg="grpo", num_seqs=None, num_tokens=None, max_len=None):
     """The GRPO loss (the negative objective, to minimise) and a dict of stats.
 
     logp (N, T) with grad; old_logp, ref_logp (N, T) constants (ref_logp may be None when
     beta == 0); advantages (N,); mask (N, T) bool or 0/1, true up to and including the first
-    EOS. clip_eps is ε_low, clip_eps_high is ε_high (None: = ε_low). Values at masked
-    positions are never used, whatever they hold (inf and NaN included), and get zero gradient.
+    EOS. clip_eps is ε_low, clip_eps_high is ε_high (None: = ε_low). num_seqs, num_tokens,
+    max_len: the optimizer step's totals, see the module docstring. Values at masked positions
+    are never used, whatever they hold (inf and NaN included), and get zero gradient.
 
-    Returns (loss, stats). stats holds detached 0-dim tensors, so that the caller decides when
-    to sync (.item()); they describe this batch alone (token means over its masked tokens):
-        loss, pg_loss, kl_loss     loss = pg_loss + kl_loss (the two parts, aggregated)
-        kl                         mean per-token KL estimate (kind `kl`); 0 without ref_logp
-        clip_frac_low              fraction of tokens with ρ < 1-ε_low and A < 0 (clipped, no grad)
-        clip_frac_high             fraction of tokens with ρ > 1+ε_high and A > 0 (clipped, no grad)
-        ratio_mean, ratio_min, ratio_max    of ρ (min/max are ±inf if there is no token)
-        num_tokens                 number of masked tokens in this batch
+    Returns (loss, stats). stats holds detached 0-dim tensors (call .item() when you want to
+    sync). Each is this call's additive share of the step, so the sum over the step's
+    micro-batches (and ranks) is the one-big-batch value:
+        loss, pg_loss, kl_loss     loss = pg_loss + kl_loss, divided by the step's denominators
+        kl                         Σ of the per-token KL estimate (kind `kl`) / num_tokens; 0 without ref_logp
+        clip_frac_low              #tokens with ρ < 1-ε_low and A < 0 (clipped, no grad) / num_tokens
+        clip_frac_high             #tokens with ρ > 1+ε_high and A > 0 (clipped, no grad) / num_tokens
+        ratio_mean                 Σ ρ / num_tokens
+        num_tokens                 the number of masked tokens in this call (a count)
     """
-    if agg not in AGGS:
-        raise ValueError(f"unknown aggregation '{agg}'; choose one of {', '.join(AGGS)}")
+    _check_agg(agg, max_len)
     if ref_logp is None and beta != 0:
         raise ValueError(f"beta={beta} needs reference log-probs; pass ref_logp or set beta=0")
     N, T = logp.shape
@@ -130,10 +209,9 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, clip_eps
     eps_low = clip_eps
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     mask = mask.bool()                                       # (N, T)
-    n_tok = mask.sum()                                       # () tokens in this batch
-    num_seqs = N if num_seqs is None else num_seqs
-    num_tokens = n_tok.clamp(min=1) if num_tokens is None else num_tokens
-    max_len = T if max_len is None else max_len
+    n_tok = mask.sum()                                       # () tokens in this call
+    totals = dict(num_seqs=N if num_seqs is None else num_seqs,
+                  num_tokens=n_tok.clamp(min=1) if num_tokens is None else num_tokens, max_len=max_len)
 
     # masked positions become 0 before any arithmetic, so nothing there reaches loss or grad
     zero = torch.zeros_like(logp)                            # (N, T)
@@ -150,23 +228,21 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, clip_eps
     else:
         kl_tok = zero                                        # (N, T)
 
-    pg_loss = -_aggregate(pg, mask, agg, num_seqs, num_tokens, max_len)
-    kl_loss = beta * _aggregate(kl_tok, mask, agg, num_seqs, num_tokens, max_len)
+    pg_loss = -aggregate(pg, mask, agg, **totals)
+    kl_loss = beta * aggregate(kl_tok, mask, agg, **totals)
     loss = (pg_loss + kl_loss) if beta != 0 else pg_loss    # beta = 0: no KL term at all
 
     with torch.no_grad():
-        denom = n_tok.clamp(min=1).to(ratio.dtype)         # () token count, for token means
-        inf = torch.full_like(ratio, float("inf"))           # (N, T)
+        def token_share(x):  # Σ over this call's masked tokens / the step's token count
+            return torch.where(mask, x.to(ratio.dtype), zero).sum() / totals["num_tokens"]
         stats = {
             "loss": loss.detach(),
             "pg_loss": pg_loss.detach(),
             "kl_loss": kl_loss.detach(),
-            "kl": torch.where(mask, kl_tok, zero).sum() / denom,
-            "clip_frac_low": ((ratio < 1 - eps_low) & (adv < 0) & mask).to(ratio.dtype).sum() / denom,
-            "clip_frac_high": ((ratio > 1 + eps_high) & (adv > 0) & mask).to(ratio.dtype).sum() / denom,
-            "ratio_mean": torch.where(mask, ratio, zero).sum() / denom,
-            "ratio_min": torch.where(mask, ratio, inf).amin(),
-            "ratio_max": torch.where(mask, ratio, -inf).amax(),
+            "kl": token_share(kl_tok),
+            "clip_frac_low": token_share((ratio < 1 - eps_low) & (adv < 0)),
+            "clip_frac_high": token_share((ratio > 1 + eps_high) & (adv > 0)),
+            "ratio_mean": token_share(ratio),
             "num_tokens": n_tok,
         }
     return loss, stats

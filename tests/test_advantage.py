@@ -1,5 +1,7 @@
-"""advantage.py: each method's formula, the worked numbers (baselines, the [1,...,1,0.9] group), dead groups,
-and the baseline claims checked by exact enumeration through grpo.py's loss and autograd."""
+"""advantage.py: each method's formula, the worked numbers (the [1,...,1,0.9] group, partial credit, the
+optimal baseline and the variances, the dead-group table), dead groups per prompt, group_stats, and the
+baseline claims for one-token answers by exact enumeration through grpo.py's loss and autograd (answers of
+different lengths: test_theory.py)."""
 import itertools
 
 import pytest
@@ -62,6 +64,17 @@ def test_std_advantages_are_affine_invariant():
     assert torch.allclose(group_advantages(10 * r, 4, "mean"), 10 * group_advantages(r, 4, "mean"))
 
 
+def test_sigma_erases_the_reward_scale_partial_credit():
+    """Issue 15's case: 0.2 for an off-by-one answer gets the advantage of a fully right one."""
+    right, partial = t(1, 0, 0, 0, 0, 0, 0, 0), t(0.2, 0, 0, 0, 0, 0, 0, 0)
+    a_right, a_partial = group_advantages(right, 8)[0].item(), group_advantages(partial, 8)[0].item()
+    assert round(a_right, 2) == round(a_partial, 2) == 2.47
+    assert round(a_right, 4) == 2.4742 and round(a_partial, 4) == 2.4714  # eps=1e-4 moves the 3rd decimal
+    assert group_advantages(partial, 8, eps=0)[0].item() == pytest.approx(group_advantages(right, 8, eps=0)[0].item())
+    assert group_advantages(right, 8, "mean")[0].item() == 0.875
+    assert abs(group_advantages(partial, 8, "mean")[0].item() - 0.175) < 1e-12
+
+
 @pytest.mark.parametrize("method", CENTRED)
 @pytest.mark.parametrize("eps", [1e-4, 0.0])
 def test_dead_groups_get_exactly_zero(method, eps):
@@ -101,28 +114,68 @@ def test_bad_groups_raise_clear_errors():
     assert torch.equal(group_advantages(r, 1, "none"), r)  # no group needed
 
 
-def test_dead_group_probability_by_exact_enumeration():
-    """Binary rewards, success rate q: P(group dead) = q^G + (1-q)^G; G=8, q=0.9 -> 0.4305."""
-    G, q = 8, 0.9
-    tuples = torch.tensor(list(itertools.product([0.0, 1.0], repeat=G)), dtype=F64)  # (2^G, G)
-    k = tuples.sum(1)                                                              # (2^G,)
-    prob = q ** k * (1 - q) ** (G - k)                                             # (2^G,)
-    dead = dead_groups(tuples.reshape(-1), G)                                      # (2^G,)
-    p_dead = (prob * dead).sum().item()
-    assert abs(prob.sum().item() - 1) < 1e-12
-    assert round(p_dead, 4) == 0.4305 and abs(p_dead - (q ** G + (1 - q) ** G)) < 1e-12
-    stats = group_stats(tuples.reshape(-1), G)
-    assert stats["dead_frac"].item() == 2 / 2 ** G  # unweighted: only all-0 and all-1
-
-
 def test_group_stats():
     r = t(1, 1, 0, 1, 0.5, 0.5)  # groups of 2: dead, alive, dead
     s = group_stats(r, 2)
+    assert set(s) == {"dead_frac", "reward_mean", "reward_std", "group_std"}
     assert all(torch.is_tensor(v) and v.dim() == 0 for v in s.values())
     assert abs(s["dead_frac"].item() - 2 / 3) < 1e-12
     assert abs(s["reward_mean"].item() - 4 / 6) < 1e-12
     assert abs(s["reward_std"].item() - r.std(unbiased=False).item()) < 1e-12
-    assert abs(s["group_std"].item() - 0.5 / 3) < 1e-12
+    assert abs(s["group_std"].item() - 2 ** -0.5 / 3) < 1e-12  # unbiased σ of (0, 1) is 1/√2
+    assert abs(group_stats(r, 2, unbiased=False)["group_std"].item() - 0.5 / 3) < 1e-12
+
+
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_group_std_is_the_sigma_the_std_advantage_divides_by(unbiased):
+    r = t(0.3, 1.0, 0.0, 0.0, 1.0, 1.0, 0.2, 0.9, 0.4)  # (B*G,) three groups of 3
+    adv = group_advantages(r, 3, "std", eps=0, unbiased=unbiased).view(3, 3)         # (B, G)
+    centred = r.view(3, 3) - r.view(3, 3).mean(1, keepdim=True)                    # (B, G)
+    sigma = (centred[:, 0] / adv[:, 0])                                            # (B,) recovered σ per group
+    assert abs(group_stats(r, 3, unbiased=unbiased)["group_std"].item() - sigma.mean().item()) < 1e-12
+
+
+# ----------------------------------------------------------------------------- dead groups per prompt
+
+SEED_TABLE = {  # success rate q: % of dead groups at G = 4, 8, 16 (the seed's table)
+    0.5: (12.5, 0.8, 0.0), 0.7: (24.8, 5.8, 0.3), 0.9: (65.6, 43.1, 18.5), 0.95: (81.5, 66.3, 44.0)}
+
+
+def p_dead(q, G):
+    """Exact P(dead group) for one prompt of success rate q, by enumerating every 0/1 group through dead_groups."""
+    tuples = ((torch.arange(2 ** G)[:, None] >> torch.arange(G)) & 1).to(F64)  # (2^G, G) every 0/1 group
+    k = tuples.sum(1)                                                              # (2^G,)
+    prob = q ** k * (1 - q) ** (G - k)                                             # (2^G,)
+    return (prob * dead_groups(tuples.reshape(-1), G)).sum().item()
+
+
+def test_the_seed_dead_group_table():
+    for q, row in SEED_TABLE.items():
+        for G, percent in zip((4, 8, 16), row):
+            exact = p_dead(q, G)
+            assert abs(exact - (q ** G + (1 - q) ** G)) < 1e-12
+            if (q, G) == (0.9, 8):  # 43.05%: the seed rounded it twice (to 43.05, then 43.1)
+                assert round(100 * exact, 2) == 43.05 and round(100 * exact, 1) == 43.0
+            else:
+                assert round(100 * exact, 1) == percent, (q, G)
+    assert abs(p_dead(0.05, 8) - p_dead(0.95, 8)) < 1e-12  # a hard prompt wastes as much as an easy one
+
+
+def test_the_dead_fraction_of_a_step_is_the_mean_over_prompts_not_the_formula_at_the_mean_reward():
+    """Two prompts with success rates 1.0 and 0.84 (mean 0.92), G = 4: every joint outcome, through group_stats."""
+    G, qs = 4, (1.0, 0.84)
+    outcomes = torch.tensor(list(itertools.product([0.0, 1.0], repeat=2 * G)), dtype=F64)  # (2^(2G), B*G)
+    q = torch.tensor(qs, dtype=F64).repeat_interleave(G)                                    # (B*G,)
+    prob = (q ** outcomes * (1 - q) ** (1 - outcomes)).prod(1)                              # (2^(2G),)
+    expected = sum(p * group_stats(r, G)["dead_frac"] for p, r in zip(prob, outcomes)).item()
+    assert abs(expected - sum(qb ** G + (1 - qb) ** G for qb in qs) / 2) < 1e-12
+    assert round(expected, 4) == 0.7493 and round(0.92 ** G + 0.08 ** G, 4) == 0.7164  # above the formula
+    # the README's step: mean reward 0.92 at G = 8. The formula gives 0.51, but a step of prompts that
+    # are always solved or always failed has the same mean reward and every group dead
+    assert round(p_dead(0.92, 8), 2) == 0.51
+    always = torch.cat([torch.ones(23 * 8, dtype=F64), torch.zeros(2 * 8, dtype=F64)])     # 25 prompts
+    s = group_stats(always, 8)
+    assert s["reward_mean"].item() == 0.92 and s["dead_frac"].item() == 1.0
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -132,32 +185,33 @@ R = t(6.0, 5.0, 4.0)       # their rewards
 GRAD_J = (0.3454, -0.0548, -0.2907)
 
 
+def one_token_logprobs(theta):
+    """(3, 1) log π of the three one-token answers, through token_logprobs."""
+    return token_logprobs(theta.expand(3, 1, 3), torch.arange(3)[:, None])  # (N=3, T=1)
+
+
 def expected_policy_gradient(method, G):
     """E over every G-tuple of answers of the gradient of the GRPO objective (beta=0, μ=1).
 
-    Each tuple is one group; its loss comes from grpo_loss with old_logp = logp.detach() and is
-    weighted by the tuple's (detached) probability. No Monte Carlo: 3^G exact terms.
+    Each tuple is one group; its loss comes from grpo_loss with old_logp the no-grad copy of the same
+    forward and is weighted by the tuple's (detached) probability. No Monte Carlo: 3^G exact terms.
     """
     theta = torch.tensor(THETA, dtype=F64, requires_grad=True)  # (V,) V = 3
+    logp = one_token_logprobs(theta)                            # (3, 1)
     total = 0.0
     for ys in itertools.product(range(3), repeat=G):
-        y = torch.tensor(ys)                                       # (G,)
-        logp = token_logprobs(theta.expand(G, 1, 3), y[:, None])    # (G, 1) one-token answers
-        adv = group_advantages(R[y], G, method)                     # (G,)
-        loss, _ = grpo_loss(logp, logp.detach(), None, adv, torch.ones(G, 1), beta=0.0)
-        total = total + logp.detach().sum().exp() * loss            # P(tuple) = Π π(y_i)
+        y = torch.tensor(ys)                                     # (G,)
+        adv = group_advantages(R[y], G, method)                  # (G,)
+        loss, _ = grpo_loss(logp[y], logp[y].detach(), None, adv, torch.ones(G, 1), beta=0.0)
+        total = total + logp[y].detach().sum().exp() * loss     # P(tuple) = Π π(y_i)
     (grad,) = torch.autograd.grad(total, theta)
     return -grad  # the loss is the negative objective
 
 
 def true_gradient():
     theta = torch.tensor(THETA, dtype=F64, requires_grad=True)
-    (grad,) = torch.autograd.grad(torch.softmax(theta, 0) @ R, theta)  # ∇J, J = E_π[r]
+    (grad,) = torch.autograd.grad(one_token_logprobs(theta)[:, 0].exp() @ R, theta)  # ∇J, J = E_π[r]
     return grad
-
-
-def test_true_gradient_is_the_seed_number():
-    assert [round(g, 4) for g in true_gradient().tolist()] == list(GRAD_J)
 
 
 @pytest.mark.parametrize("G", [2, 3])
@@ -174,3 +228,31 @@ def test_leave_one_out_gives_exactly_the_true_gradient(G):
     # no baseline is unbiased too (just noisier); the σ division is outside the theorem
     assert torch.allclose(expected_policy_gradient("none", G), true_gradient(), atol=1e-12)
     assert not torch.allclose(expected_policy_gradient("std", G), true_gradient(), atol=1e-3)
+
+
+def test_the_optimal_baseline_and_the_variances_of_the_seed():
+    """One answer per step, advantage r - b: the gradient's total variance as a function of b.
+
+    Each answer's gradient (r_y - b)·∇log π(y) comes from grpo_loss and autograd; the variance is
+    Σ_y π(y)‖g_y‖² - ‖Σ_y π(y) g_y‖² over the three answers.
+    """
+    theta = torch.tensor(THETA, dtype=F64, requires_grad=True)
+    logp = one_token_logprobs(theta)                                  # (3, 1)
+    p = logp.detach().exp()[:, 0]                                     # (3,)
+    def gradients(adv):                                               # (3, V) -∇loss of each answer alone
+        return torch.stack([-torch.autograd.grad(grpo_loss(logp[y:y + 1], logp[y:y + 1].detach(), None,
+                                                           adv[y:y + 1], torch.ones(1, 1), beta=0.0)[0],
+                                                 theta, retain_graph=True)[0] for y in range(3)])
+    def variance(b):
+        g = gradients(R - b)                                          # (3, V)
+        return ((p[:, None] * g ** 2).sum() - ((p[:, None] * g).sum(0) ** 2).sum()).item()
+    score_sq = (gradients(torch.ones(3, dtype=F64)) ** 2).sum(1)      # (3,) ‖∇log π(y)‖²
+    assert [round(v, 4) for v in score_sq.tolist()] == [0.5219, 0.6714, 0.8463]
+    assert round((p @ score_sq).item(), 4) == 0.6535                  # the Fisher information's trace
+    b_star = ((p * R * score_sq).sum() / (p * score_sq).sum()).item()
+    mean_r = (p @ R).item()
+    assert round(b_star, 4) == 5.0054 and round(mean_r, 4) == 5.1622
+    table = {0: 16.5922, 2: 6.1225, 4: 0.8806, 5: 0.2200, 6: 0.8665, 8: 6.0802, 10: 16.5218}
+    assert {b: round(variance(b), 4) for b in table} == table
+    assert round(variance(b_star), 4) == 0.2200 and round(variance(mean_r), 4) == 0.2361
+    assert variance(b_star) < variance(mean_r) < variance(5.5)       # b* is the minimum

@@ -1,9 +1,13 @@
-"""grpo.py: log-probs and the shift, the KL estimators (the worked numbers, by exact enumeration and
-autograd through grpo_loss), ratio and clip, masking, and gradient accumulation."""
+"""grpo.py: log-probs and the shift, the KL estimators on one step (the worked numbers, by exact enumeration
+and autograd through grpo_loss; two-token answers are in test_theory.py), the k3 clamp, ratio and clip, what
+pg_loss shows, dead groups in the loss, masking, and micro-batches (loss, gradient, stats, aggregate)."""
+import math
+
 import pytest
 import torch
 
-from grpo import completion_logprobs, grpo_loss, kl_penalty, token_logprobs
+from advantage import group_advantages
+from grpo import AGGS, aggregate, completion_logprobs, grpo_loss, kl_penalty, token_logprobs
 from model import GPT, GPTConfig
 
 F64 = torch.float64
@@ -62,22 +66,28 @@ def answers(theta):
 
 
 def expected_kl_grad(theta0, ref, kind, sampler=None, importance=False):
-    """Expected gradient of the KL part of grpo_loss (A=0, beta=1) by exact enumeration.
+    """Expected gradient of the KL part of the loss (A = 0, beta = 1) by exact enumeration.
 
     Each answer y is one sequence; its loss is weighted by its (detached) probability under the
-    sampler (default: π itself), times π(y)/sampler(y) (detached) when importance=True.
+    sampler (default: π itself), which is also π_old. importance=True replaces grpo_loss's KL term
+    by the importance-weighted one a forker would add: aggregate((π/π_old).detach() · k, ...).
     """
     theta = torch.tensor(theta0, dtype=F64, requires_grad=True)  # (V,)
     logp = answers(theta)                                         # (3, 1)
     pi = logp.detach().exp()[:, 0]                                # (3,)
-    q = pi if sampler is None else torch.softmax(t(*sampler), 0)  # (3,) sampling distribution
+    q = pi if sampler is None else torch.softmax(t(*sampler), 0)  # (3,) sampling distribution = π_old
     old_logp, ref_logp = q.log()[:, None], ref.log()[:, None]     # (3, 1)
+    mask = torch.ones(1, 1, dtype=torch.bool)
     total = 0.0
     for y in range(3):
-        loss, _ = grpo_loss(logp[y:y + 1], old_logp[y:y + 1], ref_logp[y:y + 1], torch.zeros(1),
-                            torch.ones(1, 1), beta=1.0, kl=kind)
-        weight = q[y] * (pi[y] / q[y] if importance else 1.0)
-        total = total + weight * loss
+        rows = slice(y, y + 1)
+        if importance:
+            loss, _ = grpo_loss(logp[rows], old_logp[rows], None, torch.zeros(1), mask, beta=0.0)
+            weight = torch.exp(logp[rows] - old_logp[rows]).detach()  # (1, 1) π/π_old
+            loss = loss + 1.0 * aggregate(weight * kl_penalty(logp[rows], ref_logp[rows], kind), mask, "grpo")
+        else:
+            loss, _ = grpo_loss(logp[rows], old_logp[rows], ref_logp[rows], torch.zeros(1), mask, beta=1.0, kl=kind)
+        total = total + q[y] * loss
     (grad,) = torch.autograd.grad(total, theta)
     return grad
 
@@ -123,10 +133,32 @@ def test_k2_gradient_is_kl_forward_problem_9():
 
 def test_k3_sampled_from_pi_old_and_importance_weights():
     theta, ref, old = (0.0, 1.0, 0.5), t(0.5, 0.3, 0.2), (0.5, 0.5, 0.0)
-    assert r4(expected_kl_grad(theta, ref, "k3", sampler=old)) == [-0.5698, 0.3632, 0.2066]
+    g_old = expected_kl_grad(theta, ref, "k3", sampler=old)
+    assert r4(g_old) == [-0.5698, 0.3632, 0.2066]
+    _, grad_fwd, grad_rev = exact_kls(theta, ref)
+    assert not torch.allclose(g_old, grad_fwd, atol=1e-2) and not torch.allclose(g_old, grad_rev, atol=1e-2)
     g = expected_kl_grad(theta, ref, "k3", sampler=old, importance=True)
     assert r4(g) == [-0.3137, 0.2065, 0.1072]
     assert torch.allclose(g, expected_kl_grad(theta, ref, "k3"), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- ratio and clip
+
+def test_k3_clamps_the_log_ratio_to_plus_minus_20_like_verl():
+    logp = torch.tensor([-100.0, -1.0, -0.5, -0.5], requires_grad=True)  # float32, as in training
+    ref = torch.tensor([-0.1, -1.5, -0.5, -30.5])                         # log r = 99.9, -0.5, 0, -30
+    assert torch.isinf(torch.exp(ref - logp.detach())[0])                 # unclamped, exp overflows
+    k3 = kl_penalty(logp, ref, "k3")
+    (grad,) = torch.autograd.grad(k3.sum(), logp)
+    assert torch.isfinite(k3).all()
+    assert math.isclose(k3[0].item(), math.exp(20) - 21, rel_tol=1e-6)    # the value at log r = 20 ...
+    assert math.isclose(k3[3].item(), math.exp(-20) + 19, rel_tol=1e-6)   # ... and at log r = -20
+    assert grad[0].item() == 0.0 and grad[3].item() == 0.0                # beyond the clamp: no gradient
+    # inside it, the plain formula and its gradient d k3 / d log π = 1 - π_ref/π
+    assert math.isclose(k3[1].item(), math.exp(-0.5) + 0.5 - 1, rel_tol=1e-6) and k3[2].item() == 0.0
+    assert math.isclose(grad[1].item(), 1 - math.exp(-0.5), rel_tol=1e-6) and grad[2].item() == 0.0
+    loss, s = grpo_loss(logp[None], logp[None].detach(), ref[None], torch.zeros(1), torch.ones(1, 4))
+    assert torch.isfinite(loss) and torch.isfinite(s["kl"])
 
 
 # ----------------------------------------------------------------------------- ratio and clip
@@ -135,26 +167,45 @@ def lengths_mask(lengths, T):
     return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (N, T) bool
 
 
-def test_mu_1_ratio_is_one_and_the_clip_does_nothing():
+def test_mu_1_ratio_is_one_and_the_gradient_is_the_plain_policy_gradient():
+    """π_old from a second, no-grad forward of the same weights on the same batch (μ = 1): ρ ≡ 1, nothing
+    clipped, and the weights' gradient is REINFORCE's, -Σ_i A_i/(N·|o_i|) Σ_t ∇log π(o_it)."""
     torch.manual_seed(0)
-    logits = torch.randn(4, 5, 7, dtype=F64, requires_grad=True)  # (N, T, V)
-    logp = token_logprobs(logits, torch.randint(0, 7, (4, 5)))     # (N, T)
-    mask = lengths_mask([5, 2, 3, 1], 5)                           # (N, T)
-    adv = t(1.0, -2.0, 0.5, -0.1)                                  # (N,)
-    logp.retain_grad()
-    loss, s = grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0)
-    loss.backward()
-    assert s["ratio_min"].item() == s["ratio_max"].item() == s["ratio_mean"].item() == 1.0
+    model = GPT(GPTConfig(block_size=32, n_layer=1, n_head=2, n_embd=16))
+    params = list(model.parameters())
+    P, T = 3, 5
+    seq = torch.randint(0, 256, (4, P + T))                       # (N, P+T)
+    mask = lengths_mask([5, 2, 3, 1], T)                          # (N, T)
+    adv = torch.tensor([1.0, -2.0, 0.5, -0.1])                    # (N,)
+    logp = completion_logprobs(model(seq), seq, P)                # (N, T) π_θ, with grad
+    with torch.no_grad():
+        old = completion_logprobs(model(seq), seq, P)             # (N, T) π_old: same weights, no grad
+    loss, s = grpo_loss(logp, old, None, adv, mask, beta=0.0)
+    grads = torch.autograd.grad(loss, params, retain_graph=True)
+    assert s["ratio_mean"].item() == 1.0
     assert s["clip_frac_low"].item() == s["clip_frac_high"].item() == 0.0
-    # the plain policy gradient: d loss / d logp_it = -A_i / (N·|o_i|) on the completion
-    expect = -adv[:, None] / (4 * mask.sum(1, keepdim=True)) * mask  # (N, T)
-    assert torch.allclose(logp.grad, expect, atol=1e-15)
-    # old_logp, ref_logp and advantages are constants even if the caller forgot to detach them
-    adv_g = adv + (logp.sum(1) - logp.sum(1).detach())  # value adv, but a path to θ
+    reinforce = -(adv[:, None] / (4 * mask.sum(1, keepdim=True)) * torch.where(mask, logp, 0.0)).sum()
+    expect = torch.autograd.grad(reinforce, params)
+    assert all(torch.allclose(g, e, atol=1e-7, rtol=1e-5) for g, e in zip(grads, expect))
+    assert max(g.abs().max().item() for g in grads) > 1e-3
+    # μ = 2: after one update on the same rollout π_θ ≠ π_old, ρ moves and the clip acts
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p -= 200.0 * g
+    _, s2 = grpo_loss(completion_logprobs(model(seq), seq, P), old, None, adv, mask, beta=0.0)
+    assert s2["ratio_mean"].item() != 1.0 and (s2["clip_frac_low"] + s2["clip_frac_high"]).item() > 0
+
+
+def test_old_ref_and_advantages_are_constants_even_if_not_detached():
+    torch.manual_seed(0)
+    logp = torch.randn(4, 5, dtype=F64, requires_grad=True)       # (N, T)
+    mask = lengths_mask([5, 2, 3, 1], 5)                          # (N, T)
+    adv = t(1.0, -2.0, 0.5, -0.1)                                 # (N,)
+    adv_g = adv + (logp.sum(1) - logp.sum(1).detach())            # value adv, but a path to θ
     loss, _ = grpo_loss(logp, logp, logp - 0.3, adv_g, mask)
     loss_c, _ = grpo_loss(logp, logp.detach(), (logp - 0.3).detach(), adv, mask)
-    grad, grad_c = (torch.autograd.grad(x, logp, retain_graph=True)[0] for x in (loss, loss_c))
-    assert torch.equal(grad, grad_c) and not torch.allclose(grad, expect)  # the KL term pulls too
+    grad, grad_c = (torch.autograd.grad(x, logp)[0] for x in (loss, loss_c))
+    assert torch.equal(grad, grad_c)
 
 
 def test_clip_engages_exactly_where_the_formula_says():
@@ -176,7 +227,7 @@ def test_clip_engages_exactly_where_the_formula_says():
         assert torch.allclose(grad[~clipped], unclipped[~clipped], atol=1e-15)
         assert abs(s["clip_frac_low"].item() - low.sum().item() / 20) < 1e-12
         assert abs(s["clip_frac_high"].item() - high.sum().item() / 20) < 1e-12
-        assert abs(s["ratio_max"].item() - 1.5) < 1e-12 and abs(s["ratio_min"].item() - 0.5) < 1e-12
+        assert abs(s["ratio_mean"].item() - rho.mean().item()) < 1e-12
 
 
 def test_the_three_aggregations_on_a_known_batch():
@@ -188,10 +239,56 @@ def test_the_three_aggregations_on_a_known_batch():
         return grpo_loss(logp, logp, None, adv, mask, beta=0.0, agg=agg, **kw)[0].item()
     assert abs(loss("grpo") - -(1 - 2 + 3) / 3) < 1e-12                   # 1/N Σ_i 1/|o_i| Σ_t A_i
     assert abs(loss("dapo") - -(4 - 2 + 6) / 7) < 1e-12                   # Σ_i Σ_t A_i / Σ|o_i|
-    assert abs(loss("dr_grpo") - -(4 - 2 + 6) / (3 * 4)) < 1e-12          # Σ_i Σ_t A_i / (N·T)
+    assert abs(loss("dr_grpo", max_len=4) - -(4 - 2 + 6) / (3 * 4)) < 1e-12   # Σ_i Σ_t A_i / (N·max_len)
     assert abs(loss("dr_grpo", max_len=16) - -(4 - 2 + 6) / (3 * 16)) < 1e-12
     assert abs(loss("grpo", num_seqs=6) - -(1 - 2 + 3) / 6) < 1e-12
     assert abs(loss("dapo", num_tokens=14) - -(4 - 2 + 6) / 14) < 1e-12
+    for agg in AGGS:  # the public helper is the same reduction
+        x = adv[:, None].expand(3, 4)
+        assert abs(-aggregate(x, mask, agg, max_len=4).item() - loss(agg, max_len=4)) < 1e-12
+
+
+# ----------------------------------------------------------------------------- what pg_loss shows
+
+@pytest.mark.parametrize("method", ["mean", "std", "loo", "dr_grpo"])
+def test_pg_loss_is_zero_only_under_the_stated_conditions(method):
+    torch.manual_seed(0)
+    G = 4
+    mask = lengths_mask([5, 1, 3, 2, 4, 4, 2, 5], 5)   # (N, T) two groups, lengths differ within each
+    rewards = t(1, 0, 0, 0.2, 0, 1, 1, 0)              # (N,)
+    logp = torch.randn(8, 5, dtype=F64) - 1            # (N, T)
+    def pg(agg, adv=group_advantages(rewards, G, method), old=logp, **kw):
+        return grpo_loss(logp, old, None, adv, mask, beta=0.0, agg=agg, max_len=5, **kw)[1]["pg_loss"].item()
+    assert abs(pg("grpo")) < 1e-12                     # μ = 1, mean-centred, every answer weighs 1/N
+    halves = [grpo_loss(logp[m], logp[m], None, group_advantages(rewards, G, method)[m], mask[m], beta=0.0,
+                        num_seqs=8)[1]["pg_loss"].item() for m in (slice(0, 4), slice(4, 8))]
+    assert abs(sum(halves)) < 1e-12                    # micro-batches of whole groups, summed
+    assert abs(pg("dapo")) > 1e-3 and abs(pg("dr_grpo")) > 1e-3  # weighted by length: not 0
+    assert abs(pg("grpo", adv=group_advantages(rewards, G, "none"))) > 1e-3  # no baseline: not 0
+    assert abs(pg("grpo", old=logp + 0.1 * torch.randn_like(logp))) > 1e-3   # ρ ≠ 1 (μ > 1): not 0
+
+
+# ----------------------------------------------------------------------------- dead groups in the loss
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_a_dead_group_still_gets_the_kl_gradient_and_counts_in_the_denominators(agg):
+    torch.manual_seed(0)
+    G = 3
+    adv = group_advantages(t(1, 0, 0, 1, 1, 1), G)      # (N,) group 0 alive, group 1 dead (A = 0)
+    mask = lengths_mask([2, 4, 3, 1, 4, 2], 4)           # (N, T)
+    logp = (torch.randn(6, 4, dtype=F64) - 1).requires_grad_()
+    ref = logp.detach() + 0.3 * torch.randn(6, 4, dtype=F64)
+    for beta in (0.04, 0.0):
+        loss, _ = grpo_loss(logp, logp.detach(), ref, adv, mask, beta=beta, agg=agg, max_len=4)
+        (grad,) = torch.autograd.grad(loss, logp)
+        dead = grad[3:][mask[3:]]                         # the dead group's tokens
+        assert (dead.abs() > 0).all() if beta else (dead == 0).all()
+    # beta = 0: the live group's gradient with the dead group in the step, against without it
+    def live_grad(rows):
+        loss, _ = grpo_loss(logp[rows], logp[rows].detach(), None, adv[rows], mask[rows], beta=0.0, agg=agg, max_len=4)
+        return torch.autograd.grad(loss, logp)[0][:3]
+    share = 0.5 if agg != "dapo" else mask[:3].sum().item() / mask.sum().item()  # live sequences or tokens
+    assert torch.allclose(live_grad(slice(0, 6)), share * live_grad(slice(0, 3)), atol=1e-15)
 
 
 # ----------------------------------------------------------------------------- masking
@@ -206,8 +303,8 @@ def test_masked_tokens_get_no_gradient_and_their_values_do_not_matter():
     for garbage in (0.0, float("nan"), float("inf"), -1e4):
         x = [v.masked_fill(~mask, garbage) for v in (logp, old, ref)]
         x[0].requires_grad_()
-        for agg in ("grpo", "dapo", "dr_grpo"):
-            loss, s = grpo_loss(x[0], x[1], x[2], adv, mask, agg=agg)
+        for agg in AGGS:
+            loss, s = grpo_loss(x[0], x[1], x[2], adv, mask, agg=agg, max_len=6)
             (grad,) = torch.autograd.grad(loss, x[0])
             assert torch.isfinite(loss) and torch.isfinite(grad).all()
             assert all(torch.isfinite(v) for v in s.values())
@@ -217,23 +314,17 @@ def test_masked_tokens_get_no_gradient_and_their_values_do_not_matter():
         assert torch.equal(results[k][0], results[k % 3][0]) and torch.equal(results[k][1], results[k % 3][1])
 
 
-def completion_mask(completion):
-    """(N, T) bool: True up to and including the first EOS."""
-    is_eos = (completion == EOS).long()                    # (N, T)
-    return (is_eos.cumsum(1) - is_eos) == 0                # no EOS strictly before
-
-
-def test_tokens_after_the_first_eos_change_nothing_end_to_end():
+def test_tokens_after_the_end_change_nothing_end_to_end():
     torch.manual_seed(0)
     cfg = GPTConfig(block_size=32, n_layer=1, n_head=2, n_embd=16)
     policy, ref_model = GPT(cfg), GPT(cfg)
     P, T = 3, 6
+    lengths = [3, 5]                                      # row 0 ends at its third token, row 1 at its fifth
     seq = torch.randint(0, 256, (2, P + T))               # (N, P+T)
-    seq[0, P + 2] = EOS                                   # row 0 ends at its third token
-    seq[1, P + 4] = EOS
+    seq[0, P + 2] = seq[1, P + 4] = EOS
+    mask = lengths_mask(lengths, T)                       # (N, T) from the lengths the sampler reports
     def run(seq):
         policy.zero_grad()
-        mask = completion_mask(seq[:, P:])                # (N, T)
         logp = completion_logprobs(policy(seq), seq, P)   # (N, T)
         with torch.no_grad():
             ref = completion_logprobs(ref_model(seq), seq, P)
@@ -242,17 +333,18 @@ def test_tokens_after_the_first_eos_change_nothing_end_to_end():
         return loss.detach(), [p.grad.clone() for p in policy.parameters()]
     loss_a, grads_a = run(seq)
     changed = seq.clone()
-    changed[0, P + 3:] = torch.randint(0, 257, (T - 3,))  # anything after the first EOS, EOS too
+    changed[0, P + 3:] = torch.randint(0, 257, (T - 3,))  # anything after the end, EOS too
     changed[1, P + 5:] = 7
     loss_b, grads_b = run(changed)
     assert torch.allclose(loss_a, loss_b, atol=1e-6, rtol=0)
     assert all(torch.allclose(a, b, atol=1e-6, rtol=0) for a, b in zip(grads_a, grads_b))
+    assert max(g.abs().max().item() for g in grads_a) > 1e-4
 
 
-# ----------------------------------------------------------------------------- accumulation
+# ----------------------------------------------------------------------------- micro-batches
 
-@pytest.mark.parametrize("agg", ["grpo", "dapo", "dr_grpo"])
-def test_gradient_accumulation_equals_one_big_batch(agg):
+@pytest.mark.parametrize("agg", AGGS)
+def test_micro_batches_sum_to_one_big_batch_loss_gradient_and_every_stat(agg):
     torch.manual_seed(0)
     N, T, max_len = 6, 5, 8
     mask = lengths_mask([5, 1, 0, 3, 5, 2], T)         # (N, T)
@@ -263,17 +355,29 @@ def test_gradient_accumulation_equals_one_big_batch(agg):
     kw = dict(agg=agg, beta=0.04, max_len=max_len)
     full, s = grpo_loss(logp, old, ref, adv, mask, **kw)
     (g_full,) = torch.autograd.grad(full, logp)
-    assert s["clip_frac_low"] + s["clip_frac_high"] > 0
+    assert s["clip_frac_low"] > 0 and s["clip_frac_high"] > 0
     micro = [slice(0, 1), slice(1, 4), slice(4, 6)]    # 5, 4 and 7 tokens: unequal
     step = dict(num_seqs=N, num_tokens=int(mask.sum()), **kw)
-    acc = sum(grpo_loss(logp[m], old[m], ref[m], adv[m], mask[m], **step)[0] for m in micro)
+    parts = [grpo_loss(logp[m], old[m], ref[m], adv[m], mask[m], **step) for m in micro]
+    acc = sum(loss for loss, _ in parts)
     (g_acc,) = torch.autograd.grad(acc, logp)
-    assert torch.allclose(acc, full, atol=1e-6, rtol=0)
-    assert torch.allclose(g_acc, g_full, atol=1e-6, rtol=0)
+    assert torch.allclose(acc, full, atol=1e-12, rtol=0)
+    assert torch.allclose(g_acc, g_full, atol=1e-12, rtol=0)
+    assert set(parts[0][1]) == set(s)
+    for key in s:  # every stat is an additive share of the step
+        assert torch.allclose(sum(st[key] for _, st in parts).to(F64), s[key].to(F64), atol=1e-12, rtol=0), key
     # per-micro-batch denominators (the usual bug) give a different gradient: the test can fail
     naive = sum(grpo_loss(logp[m], old[m], ref[m], adv[m], mask[m], **kw)[0] for m in micro) / len(micro)
     (g_naive,) = torch.autograd.grad(naive, logp)
     assert not torch.allclose(g_naive, g_full, atol=1e-3)
+    # an extra per-token term through aggregate() adds up the same way
+    entropy_like = -logp * logp.exp()                                          # (N, T)
+    one = 0.01 * aggregate(entropy_like, mask, agg, max_len=max_len)
+    summed = sum(0.01 * aggregate(entropy_like[m], mask[m], agg, num_seqs=N, num_tokens=int(mask.sum()),
+                                  max_len=max_len) for m in micro)
+    assert torch.allclose(summed, one, atol=1e-15, rtol=0)
+    g_summed = torch.autograd.grad(summed, logp, retain_graph=True)[0]
+    assert torch.allclose(g_summed, torch.autograd.grad(one, logp)[0], atol=1e-15)
 
 
 def test_argument_errors_and_beta_zero_needs_no_reference():
@@ -284,7 +388,16 @@ def test_argument_errors_and_beta_zero_needs_no_reference():
         grpo_loss(logp, logp, None, adv, mask)
     with pytest.raises(ValueError, match="aggregation"):
         grpo_loss(logp, logp, logp, adv, mask, agg="sum")
+    with pytest.raises(ValueError, match="aggregation"):
+        aggregate(logp, mask, "sum")
     with pytest.raises(ValueError, match="KL estimator"):
         grpo_loss(logp, logp, logp, adv, mask, kl="k4")
     with pytest.raises(ValueError, match="advantages"):
         grpo_loss(logp, logp, logp, torch.zeros(2, 1), mask)
+    # dr_grpo's constant must not be this batch's length, which shrinks when sampling stops early
+    with pytest.raises(ValueError, match="max_len"):
+        grpo_loss(logp, logp, logp, adv, mask, agg="dr_grpo")
+    with pytest.raises(ValueError, match="max_len"):
+        aggregate(logp, mask, "dr_grpo", num_seqs=2)
+    with pytest.raises(TypeError):  # everything after the mask is keyword-only
+        grpo_loss(logp, logp, logp, adv, mask, 0.2)
