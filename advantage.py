@@ -18,16 +18,16 @@ which nanogrpo does not; beta=0 gives the plain estimator. With the default agg=
 loss with a leave-one-out baseline, not RLOO.
 
 Expected gradients: the expectation, over every G-tuple of answers, of the loss gradient (μ = 1,
-beta = 0), against ∇J for J = E[r]. A baseline leaves it unbiased when it does not depend on the
-answer it is subtracted from (the baseline theorem). loo's baseline is the other answers' rewards,
-independent of o_i; mean's contains r_i itself, and mean = (1 - 1/G)·loo answer by answer, so mean's
-expected gradient is (1 - 1/G) times loo's under every aggregation. How loo's compares with ∇J
-depends on the loss's normaliser (grpo.py):
+beta = 0), against ∇J for J = E[r]. The baseline theorem: E[(r(o) - b)·∇log π(o)] = ∇J whenever b
+does not depend on the answer o. loo's baseline is the other answers' rewards, independent of o_i;
+mean's contains r_i itself, and mean = (1 - 1/G)·loo answer by answer, so mean's expected gradient
+is (1 - 1/G) times loo's under every aggregation. The loss multiplies (r_i - b)·∇log π(o_i) by its
+normaliser (grpo.py), so how loo's compares with ∇J depends on that normaliser:
 - one-token answers, answers of one length, or agg="dr_grpo": a constant c, and loo (like none)
   gives exactly c·∇J, mean (1 - 1/G)·c·∇J. The seed's toy, one-token answers with logits
   (0.3, 0.1, -0.2) and rewards (6, 5, 4): ∇J = (0.3454, -0.0548, -0.2907), and mean gives (1 - 1/G)·∇J;
-- the default agg="grpo" (1/|o_i|) or agg="dapo" with answers of different lengths: neither is
-  a multiple of ∇J (numbers in grpo.py).
+- the default agg="grpo" (1/|o_i|) or agg="dapo", with answers of different lengths: in general
+  neither is a multiple of ∇J (an example with numbers in grpo.py).
 Tests: tests/test_advantage.py (one token), tests/test_theory.py (lengths 1, 2, 3).
 
 The mean is close to the best constant baseline: on the same toy with one answer per step, the
@@ -40,8 +40,9 @@ Dividing by σ is outside the baseline theorem (σ depends on every answer, r_i 
   right answer +2.47, as much as the one right answer of [1, 0, ..., 0] gets (equal with eps=0; the
   default eps=1e-4 makes them 2.4714 and 2.4742); mean gives 0.175 and 0.875. Likewise
   [1,1,1,1,1,1,1,0.9] gives the 0.9 answer -2.65 (population σ), as much as the
-  one right answer of a group of wrong ones gets +2.65. eps only stops 0/0; it does not stop that
-  amplification. This is why Dr. GRPO drops σ.
+  one right answer of a group of wrong ones gets +2.65. This is why Dr. GRPO drops σ. eps matters
+  only where σ is about as small as eps itself: it turns 0/0 into 0, and it cuts the advantages of
+  (0.5, 0.5, 0.5, 0.4999) (σ = 5e-5) to a third; against a 0.1 gap it does nothing.
 - Its expected gradient is in general not a multiple of ∇J when rewards take more than two values
   (tests/test_theory.py has one such case, under every aggregation). With 0/1 rewards and a
   constant normaliser it is parallel to ∇J, by a factor that can depend on the prompt's success
@@ -58,6 +59,9 @@ of q_b^G + (1-q_b)^G, which is at least the formula at the mean success rate (th
 at mean reward 0.92 and G = 8 the formula gives 0.51, and any expected fraction from 0.51 up to 1 is
 possible (1 when every prompt is always solved or always failed). group_stats() logs the fraction.
 What a dead group still does to the loss (beta > 0, denominators) is in grpo.py.
+
+Where this departs from DeepSeekMath: methods other than std are options it does not have; its
+formula has no eps and does not say which σ (the choice above); a dead group's exact 0 is ours.
 
 Pure functions: tensors in, tensors out; `rewards` is never written to.
 Rewards are (B*G,) with groups contiguous: row b*G + g is completion g of prompt b.

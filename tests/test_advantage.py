@@ -72,6 +72,10 @@ def test_sigma_erases_the_reward_scale_partial_credit():
     assert round(a_right, 4) == 2.4742 and round(a_partial, 4) == 2.4714  # eps=1e-4 moves the 3rd decimal
     assert group_advantages(partial, 8, eps=0)[0].item() == pytest.approx(group_advantages(right, 8, eps=0)[0].item())
     assert group_advantages(right, 8, "mean")[0].item() == 0.875
+    # eps only matters where σ is as small as eps: σ = 5e-5 here, so eps = 1e-4 leaves a third
+    tiny = t(0.5, 0.5, 0.5, 0.4999)
+    ratio = group_advantages(tiny, 4) / group_advantages(tiny, 4, eps=0)
+    assert torch.allclose(ratio, torch.full((4,), 1 / 3, dtype=F64), atol=1e-6)
     assert abs(group_advantages(partial, 8, "mean")[0].item() - 0.175) < 1e-12
 
 

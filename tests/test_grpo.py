@@ -243,7 +243,7 @@ def test_the_three_aggregations_on_a_known_batch():
     assert abs(loss("dr_grpo", max_len=16) - -(4 - 2 + 6) / (3 * 16)) < 1e-12
     assert abs(loss("grpo", num_seqs=6) - -(1 - 2 + 3) / 6) < 1e-12
     assert abs(loss("dapo", num_tokens=14) - -(4 - 2 + 6) / 14) < 1e-12
-    for agg in AGGS:  # the public helper is the same reduction
+    for agg in AGGS:  # the public aggregate() is the same reduction
         x = adv[:, None].expand(3, 4)
         assert abs(-aggregate(x, mask, agg, max_len=4).item() - loss(agg, max_len=4)) < 1e-12
 
