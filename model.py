@@ -54,8 +54,8 @@ import torch.nn.functional as F
 PROMPT = "Q: {question}\nA: "  # the default prompt template (the built-in task's); checkpoints store theirs
 # GPT-2's pre-tokenizer regex (tiktoken's "gpt2" uses an equivalent, faster spelling of it)
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-GET_GPT2 = ("run  python -c \"import tiktoken; tiktoken.get_encoding('gpt2')\"  once with network and copy "
-            "its cache folder here, naming it in TIKTOKEN_CACHE_DIR, or put GPT-2's vocab.json beside the weights")
+GET_GPT2 = ("run `python -c \"import tiktoken; tiktoken.get_encoding('gpt2')\"` once with network and copy its "
+            "cache folder here, naming it in TIKTOKEN_CACHE_DIR, or put GPT-2's vocab.json beside the weights")
 
 
 class LoadError(ValueError):
@@ -448,8 +448,10 @@ def restore(module, state, path):
         why = lines[1] if len(lines) > 1 else lines[0] if lines else type(e).__name__  # the first problem named
         raise LoadError(f"{path} does not fit this model ({why[:160]}); "
                         f"match --n_layer/--n_embd/--n_head/--block_size") from e
-    weights = [t for t in module.state_dict().values() if t.is_floating_point()]
-    if weights and not torch.stack([torch.isfinite(t).all() for t in weights]).all():  # one device sync
+    # a sum is finite iff every element is (NaN and inf propagate; weights never reach float32's 3e38): no
+    # weight-sized temporaries, one number per tensor, one device sync
+    sums = [t.detach().sum(dtype=torch.float32) for t in module.state_dict().values() if t.is_floating_point()]
+    if sums and not torch.isfinite(torch.stack(sums)).all():  # (n_tensors,) sums
         raise LoadError(f"{path} holds non-finite weights (NaN or inf); it is damaged: use another copy")
 
 

@@ -237,6 +237,10 @@ def test_save_checkpoint_refuses_what_it_could_not_load_back(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_load_error_is_one_line():
+    assert str(LoadError("x.pt: first\nsecond\r\nthird")) == "x.pt: first second third"
+
+
 def test_restore_says_what_does_not_fit(tmp_path):
     small = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
     other = GPT(GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=16))
@@ -476,8 +480,13 @@ def test_gpt2_tokenizer_without_files_says_how_to_get_them(tmp_path, monkeypatch
         get_tokenizer("gpt3")
 
 
+BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
+
+
 @pytest.mark.parametrize("content,expect", [("not json", "JSONDecodeError"), ('{"a": 0}', "no <|endoftext|>"),
-                                            ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte")])
+                                            ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
+                                            (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),
+                                            (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be")])
 def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
     (tmp_path / "vocab.json").write_text(content)
     with pytest.raises(LoadError, match=expect) as e:
