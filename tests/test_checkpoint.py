@@ -483,10 +483,12 @@ def test_gpt2_tokenizer_without_files_says_how_to_get_them(tmp_path, monkeypatch
 BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
 
 
-@pytest.mark.parametrize("content,expect", [("not json", "JSONDecodeError"), ('{"a": 0}', "no <|endoftext|>"),
-                                            ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
-                                            (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),
-                                            (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be")])
+@pytest.mark.parametrize("content,expect", [
+    ("not json", "JSONDecodeError"), ('{"a": 0}', "no <|endoftext|>"),
+    ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
+    (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),          # EOS not right after the tokens
+    (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be"),  # a gap in the ids
+])
 def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
     (tmp_path / "vocab.json").write_text(content)
     with pytest.raises(LoadError, match=expect) as e:
