@@ -1,0 +1,516 @@
+"""model.py's files: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer.
+
+Everything is written here, small and random: no network and no downloaded weights. The files follow Hugging
+Face's GPT-2 layout: names without "transformer." (safetensors) or with it (pytorch_model.bin), Conv1D weights
+stored (in, out), the causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias, a config.json and a vocab.json.
+Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also check those.
+"""
+import errno
+import json
+import math
+import os
+import struct
+
+import pytest
+import tiktoken
+import torch
+import torch.nn.functional as F
+
+from model import (PROMPT, GPT, GPTConfig, LoadError, get_tokenizer, left_pad, load_checkpoint, load_model,
+                   read_safetensors, restore, save_checkpoint)
+
+MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
+V = 256 + len(MERGES) + 1                 # bytes, merges, <|endoftext|>
+CFG = GPTConfig(block_size=32, vocab_size=V, n_layer=2, n_head=2, n_embd=128)  # heads 64 wide, as GPT-2's
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+ST_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
+
+
+def byte_chars():
+    """GPT-2's byte -> character table, written as tiktoken's loader writes it: printable non-space bytes keep
+    their character, the rest become chr(256 + n) in byte order; dict order = the ids of GPT-2's vocab.json."""
+    table = {b: chr(b) for b in range(256) if chr(b).isprintable() and b != ord(" ")}
+    rest = [b for b in range(256) if b not in table]
+    return {**table, **{b: chr(256 + n) for n, b in enumerate(rest)}}
+
+
+def write_vocab(folder, merges=MERGES):
+    """A tiny GPT-2 vocab.json: the 256 byte tokens with GPT-2's own ids, five merges, then <|endoftext|>."""
+    vocab = {c: i for i, c in enumerate(byte_chars().values())}
+    for m in merges:
+        vocab[m] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+
+
+def write_config(folder, **changes):
+    """config.json with the fields GPT-2's own files have."""
+    cfg = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "bos_token_id": V - 1,
+           "eos_token_id": V - 1, "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": CFG.block_size,
+           "n_embd": CFG.n_embd, "n_head": CFG.n_head, "n_layer": CFG.n_layer, "n_positions": CFG.block_size,
+           "vocab_size": V, **changes}
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+def write_safetensors(path, tensors):
+    """A .safetensors file: 8-byte little-endian header length, JSON header padded to 8 bytes, raw data."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in tensors.items():
+        data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": ST_DTYPE[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def reference(seed=0, cfg=CFG):
+    """A GPT with every number random (biases and LayerNorm too), so that a dropped or swapped tensor shows."""
+    torch.manual_seed(seed)
+    model = GPT(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def hf_tensors(model, prefix="", lm_head=False):
+    """The model's numbers in Hugging Face's GPT-2 layout: Conv1D weights (in, out), the causal-mask buffers."""
+    out = {}
+    for name, t in model.state_dict().items():
+        if name != "lm_head.weight":
+            short = name.removeprefix("transformer.")
+            out[prefix + short] = t.t().contiguous() if short.endswith(CONV1D) else t.clone()
+    P = model.config.block_size
+    for i in range(model.config.n_layer):
+        out[f"{prefix}h.{i}.attn.bias"] = torch.ones(P, P).tril().view(1, 1, P, P)  # (1, 1, P, P) the mask
+        out[f"{prefix}h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    if lm_head:
+        out["lm_head.weight"] = model.state_dict()["lm_head.weight"].clone()
+    return out
+
+
+def gpt2_folder(tmp_path, fmt="safetensors", dtype=torch.float32, config=True, edit=None):
+    """A folder with a random GPT-2 in Hugging Face's layout; returns (folder, the reference GPT of its numbers)."""
+    ref = reference()
+    if dtype != torch.float32:  # the reference holds the numbers as the file stores them
+        with torch.no_grad():
+            for p in ref.parameters():
+                p.copy_(p.to(dtype).float())
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    write_vocab(folder)
+    if config:
+        write_config(folder)
+    if fmt == "safetensors":
+        tensors = {k: v.to(dtype) for k, v in hf_tensors(ref).items()}
+        if edit:
+            edit(tensors)
+        write_safetensors(folder / "model.safetensors", tensors)
+    else:  # pytorch_model.bin as GPT2LMHeadModel saves it: "transformer." names and the tied lm_head.weight
+        tensors = hf_tensors(ref, prefix="transformer.", lm_head=True)
+        if edit:
+            edit(tensors)
+        torch.save(tensors, folder / "pytorch_model.bin", _use_new_zipfile_serialization=(fmt == "bin"))
+    return folder, ref
+
+
+def gpt2_forward(hf, idx, n_head):
+    """GPT-2 computed straight from Hugging Face's tensors, as its Conv1D layers do: x @ W + b with W (in, out)."""
+    N, L = idx.shape
+    C = hf["wte.weight"].shape[1]
+    D = C // n_head
+    n_layer = len({k.split(".")[1] for k in hf if k.startswith("h.")})
+    ln = lambda x, p: F.layer_norm(x, (C,), hf[p + ".weight"], hf[p + ".bias"], eps=1e-5)  # noqa: E731
+    conv = lambda x, p: x @ hf[p + ".weight"] + hf[p + ".bias"]  # noqa: E731
+    gelu = lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
+    future = torch.ones(L, L, dtype=torch.bool).triu(1)  # (L, L) True where a key comes after the query
+    x = hf["wte.weight"][idx] + hf["wpe.weight"][:L]  # (N, L, C)
+    for i in range(n_layer):
+        q, k, v = conv(ln(x, f"h.{i}.ln_1"), f"h.{i}.attn.c_attn").split(C, dim=-1)  # (N, L, C) each
+        q, k, v = (t.view(N, L, n_head, D).transpose(1, 2) for t in (q, k, v))      # (N, H, L, D)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(future, float("-inf")).softmax(-1)  # (N, H, L, L)
+        x = x + conv((att @ v).transpose(1, 2).reshape(N, L, C), f"h.{i}.attn.c_proj")
+        x = x + conv(gelu(conv(ln(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc")), f"h.{i}.mlp.c_proj")
+    return ln(x, "ln_f") @ hf["wte.weight"].T  # (N, L, V): the head is tied to wte
+
+
+# ----------------------------------------------------------------------------- GPT-2 files
+
+@pytest.mark.parametrize("fmt,dtype", [("safetensors", torch.float32), ("safetensors", torch.float16),
+                                       ("safetensors", torch.bfloat16), ("bin", torch.float32),
+                                       ("bin-legacy", torch.float32)])
+def test_gpt2_file_loads_to_the_logits_of_the_same_numbers(tmp_path, fmt, dtype):
+    folder, ref = gpt2_folder(tmp_path, fmt, dtype)
+    model, enc, prompt = load_model(folder)
+    idx = torch.randint(0, V, (3, 20), generator=torch.Generator().manual_seed(0))  # (N, L)
+    with torch.no_grad():
+        assert torch.equal(model(idx), ref(idx))
+    assert model.config == CFG and not model.training
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert enc.name == "gpt2" and enc.n_vocab == V and enc.eot_token == V - 1 and prompt == PROMPT
+
+
+def test_gpt2_file_matches_gpt2_computed_from_its_own_tensors(tmp_path):
+    """Transposed Conv1D, tanh GELU, LayerNorm eps 1e-5, 1/sqrt(D), the tied head: GPT-2's function, not ours."""
+    folder, _ = gpt2_folder(tmp_path)
+    model, _, _ = load_model(folder / "model.safetensors")  # a file path works as well as its folder
+    hf = {k: v.clone() for k, v in read_safetensors(folder / "model.safetensors").items()}
+    idx = torch.randint(0, V, (2, CFG.block_size), generator=torch.Generator().manual_seed(1))  # (N, L)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), gpt2_forward(hf, idx, CFG.n_head), atol=1e-5, rtol=0)
+
+
+def test_gpt2_without_config_json_infers_the_config(tmp_path):
+    folder, ref = gpt2_folder(tmp_path, config=False)
+    os.rename(folder / "model.safetensors", folder / "weights")  # recognised by its content, not its name
+    model, _, _ = load_model(folder / "weights")
+    assert model.config == CFG  # n_head = n_embd // 64
+    idx = torch.randint(0, V, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(model(idx), ref(idx))
+
+
+def test_loaded_gpt2_left_padding_and_kv_cache_match_the_full_forward(tmp_path):
+    folder, _ = gpt2_folder(tmp_path)
+    model, enc, _ = load_model(folder)
+    seqs = [enc.encode(t) for t in ("aa a", "Hello there, aa aa!", "\n\n  x")]
+    idx, mask = left_pad(seqs, enc.eot_token)  # (N, P)
+    steps = torch.randint(0, V, (3, 5), generator=torch.Generator().manual_seed(2))  # (N, T) fed one at a time
+    full_idx = torch.cat([idx, steps], dim=1)                                          # (N, P+T)
+    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)     # (N, P+T)
+    with torch.no_grad():
+        batched = model(idx, mask)
+        for n, s in enumerate(seqs):
+            torch.testing.assert_close(batched[n, -len(s):], model(torch.tensor([s]))[0], atol=1e-5, rtol=0)
+        full = model(full_idx, full_mask)  # (N, P+T, V)
+        cache = model.new_cache(full_idx.shape[1])
+        pieces = [model(idx, mask, cache=cache)] + [model(steps[:, t:t + 1], cache=cache) for t in range(5)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1)[full_mask], full[full_mask], atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- nanogrpo checkpoints
+
+def test_checkpoint_round_trip_rebuilds_model_tokenizer_and_prompt(tmp_path):
+    cfg = GPTConfig(block_size=48, vocab_size=257, n_layer=3, n_head=2, n_embd=32)  # none of the defaults
+    model = reference(1, cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.randint(0, 257, (2, 8))).sum().backward()
+    opt.step()
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, model, get_tokenizer("bytes"), prompt="Question: {question}\nAnswer:", step=7,
+                    optimizer=opt.state_dict(), args={"lr": 0.1, "G": 8})
+    assert os.listdir(tmp_path) == ["ckpt.pt"]
+    loaded, enc, prompt = load_model(path)  # no flag, no config: the file says it all
+    idx = torch.randint(0, 257, (2, 30))
+    with torch.no_grad():
+        assert torch.equal(loaded(idx), model.eval()(idx))
+    assert loaded.config == cfg and enc.name == "bytes" and enc.eot_token == 256
+    assert prompt == "Question: {question}\nAnswer:"
+    ckpt = load_checkpoint(path)
+    assert ckpt["step"] == 7 and ckpt["args"] == {"lr": 0.1, "G": 8}
+    again = torch.optim.AdamW(loaded.parameters(), lr=0.1)
+    again.load_state_dict(ckpt["optimizer"])  # the optimizer's state comes back whole
+    assert torch.equal(again.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+
+
+def test_checkpoint_of_a_gpt2_model_finds_its_tokenizer_beside_it(tmp_path):
+    folder, _ = gpt2_folder(tmp_path)
+    model, enc, _ = load_model(folder)
+    save_checkpoint(folder / "tuned.pt", model, enc)
+    again, enc2, prompt = load_model(folder / "tuned.pt")
+    assert enc2.name == "gpt2" and enc2.encode(" aa\n\n") == enc.encode(" aa\n\n") and prompt == PROMPT
+    assert torch.equal(again.transformer.h[1].mlp.c_fc.weight, model.transformer.h[1].mlp.c_fc.weight)
+
+
+def test_save_checkpoint_refuses_what_it_could_not_load_back(tmp_path):
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    enc = get_tokenizer("bytes")
+    for kwargs in ({"prompt": "no placeholder"}, {"config": {}}, {"digest": "x"}):
+        with pytest.raises(ValueError):
+            save_checkpoint(tmp_path / "c.pt", model, enc, **kwargs)
+    with pytest.raises(ValueError):
+        save_checkpoint(tmp_path / "c.pt", model, "cl100k_base")
+    assert os.listdir(tmp_path) == []
+
+
+def test_load_error_is_one_line():
+    assert str(LoadError("x.pt: first\nsecond\r\nthird")) == "x.pt: first second third"
+
+
+def test_restore_says_what_does_not_fit(tmp_path):
+    small = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    other = GPT(GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=16))
+    with pytest.raises(LoadError, match=r"warm\.pt does not fit this model \(size mismatch .*--n_layer"):
+        restore(other, small.state_dict(), "warm.pt")
+    with pytest.raises(LoadError, match="warm.pt does not fit"):
+        restore(other, [torch.ones(2)], "warm.pt")
+    bad = small.state_dict()
+    bad["transformer.ln_f.bias"] = torch.full_like(bad["transformer.ln_f.bias"], float("nan"))
+    with pytest.raises(LoadError, match="warm.pt holds non-finite weights"):
+        restore(GPT(small.config), bad, "warm.pt")
+
+
+# ----------------------------------------------------------------------------- bad files: one line, naming the file
+
+def small_checkpoint(path, **state_edits):
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    with torch.no_grad():
+        for name, value in state_edits.items():
+            model.state_dict()[name].fill_(value)
+    save_checkpoint(path, model, get_tokenizer("bytes"))
+    return model
+
+
+def flipped_bit(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    model = small_checkpoint(path)
+    data = bytearray(path.read_bytes())
+    raw = model.state_dict()["transformer.h.0.mlp.c_fc.weight"].numpy().tobytes()
+    at = data.find(raw)
+    assert at > 0
+    data[at + len(raw) // 2] ^= 0x04  # one bit of one weight
+    path.write_bytes(bytes(data))
+    return path
+
+
+def cut_in_half(path):
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    return path
+
+
+def torch_file(tmp_path, obj):
+    torch.save(obj, tmp_path / "x.pt")
+    return tmp_path / "x.pt"
+
+
+def raw_file(tmp_path, data, name="x.pt"):
+    (tmp_path / name).write_bytes(data)
+    return tmp_path / name
+
+
+def safetensors_header(tmp_path, header, data=b""):
+    h = json.dumps(header).encode()
+    return raw_file(tmp_path, struct.pack("<Q", len(h)) + h + data, "model.safetensors")
+
+
+def edited_config(tmp_path, **changes):
+    folder, _ = gpt2_folder(tmp_path)
+    write_config(folder, **changes)
+    return folder
+
+
+def small_state(tmp_path):
+    """A bare state dict of this model (nn.Linear layout), as torch.save(model.state_dict()) writes it."""
+    return torch_file(tmp_path, reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1,
+                                                       n_embd=8)).state_dict())
+
+
+def renamed(tensors, old, new):
+    tensors[new] = tensors.pop(old)
+
+
+def replaced(name, value):
+    return lambda d: gpt2_folder(d, edit=lambda tensors: tensors.update({name: value}))[0]
+
+
+def st_entry(dtype, shape, offsets, data):
+    """A safetensors file holding one tensor entry, wte.weight, with these header fields."""
+    return lambda d: safetensors_header(d, {"wte.weight": {"dtype": dtype, "shape": shape, "data_offsets": offsets}},
+                                        data)
+
+
+BAD = {  # name: (make the file in tmp_path, a piece of the message that shows the right check fired)
+    "missing": (lambda d: d / "nothing.pt", "no such file"),
+    "empty": (lambda d: raw_file(d, b""), "empty"),
+    "one byte": (lambda d: raw_file(d, b"a"), "cannot read"),
+    "short text": (lambda d: raw_file(d, b"hello, this is not a checkpoint\n"), "cannot read"),
+    "truncated checkpoint": (lambda d: (small_checkpoint(d / "x.pt"), cut_in_half(d / "x.pt"))[1], "cannot read"),
+    "dict without keys": (lambda d: torch_file(d, {"step": 3, "lr": 0.1}), "neither"),
+    "list of tensors": (lambda d: torch_file(d, [torch.ones(2), torch.zeros(3)]), "neither"),
+    "checkpoint without config": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes",
+                                                           "prompt": PROMPT}), "lacks config"),
+    "checkpoint with a bad config": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes",
+                                                              "prompt": PROMPT, "config": {"n_layer": -1}}),
+                                     "not a GPTConfig"),
+    "checkpoint with an unknown tokenizer": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)},
+                                                                      "config": {}, "tokenizer": "cl100k_base",
+                                                                      "prompt": PROMPT}), "tokenizer"),
+    "flipped bit": (flipped_bit, "digest"),
+    "non-finite weights": (lambda d: (small_checkpoint(d / "x.pt", **{"transformer.h.0.ln_1.bias": float("inf")}),
+                                      d / "x.pt")[1], "non-finite"),
+    "bare state dict": (small_state, "nn.Linear layout"),
+    "gpt2 wrong shape": (replaced("h.1.mlp.c_fc.weight", torch.zeros(128, 384)),
+                         "h.1.mlp.c_fc.weight has shape (128, 384)"),
+    "gpt2 missing tensor": (lambda d: gpt2_folder(d, edit=lambda t: t.pop("h.1.ln_2.bias"))[0], "lacks h.1.ln_2.bias"),
+    "gpt2 unexpected tensor": (lambda d: gpt2_folder(d, edit=lambda t: renamed(t, "h.0.ln_2.bias", "h.0.ln_3.bias"))[0],
+                               "unexpected tensor 'h.0.ln_3.bias'"),
+    "gpt2 untied head": (lambda d: gpt2_folder(d, "bin", edit=lambda t: t["lm_head.weight"].mul_(2))[0], "untied"),
+    "gpt2 integer weights": (replaced("ln_f.bias", torch.zeros(128).long()), "not floating-point"),
+    "gpt2 config disagrees": (lambda d: edited_config(d, n_layer=3), "do not belong together"),
+    "gpt2 config other activation": (lambda d: edited_config(d, activation_function="relu"), "activation_function"),
+    "gpt2 config other model": (lambda d: edited_config(d, model_type="llama"), "model_type"),
+    "gpt2 vocab.json of another model": (lambda d: write_vocab(gpt2_folder(d)[0], merges=[]) or d / "gpt2",
+                                         "262 token ids but tokenizer 'gpt2' has 257"),
+    "folder without weights": (lambda d: d, "folder without"),
+    "safetensors one byte": (lambda d: raw_file(d, b"a", "model.safetensors"), "header length"),
+    "safetensors header beyond file": (lambda d: raw_file(d, struct.pack("<Q", 10_000) + b'{"a": 1}',
+                                                          "model.safetensors"), "header length"),
+    "safetensors header not json": (lambda d: raw_file(d, struct.pack("<Q", 4) + b"{{{{", "model.safetensors"),
+                                    "JSONDecodeError"),
+    "safetensors unknown dtype": (st_entry("F8_E4M3", [2], [0, 2], b"xx"), "'F8_E4M3'"),
+    "safetensors wrong byte count": (st_entry("F32", [2], [0, 4], b"x" * 4), "bytes, not the 8"),
+    "safetensors malformed entry": (st_entry("F32", 2, [0, 8], b"x" * 8), "malformed"),
+    "safetensors range past the end": (st_entry("F32", [2], [0, 8], b"x" * 4), "cut short"),
+    "safetensors truncated": (lambda d: cut_in_half(gpt2_folder(d)[0] / "model.safetensors"), "cut short"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_file_ends_in_one_line_that_names_it(tmp_path, case):
+    make, expect = BAD[case]
+    path = make(tmp_path)
+    with pytest.raises(LoadError) as e:
+        load_model(path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and expect in msg, msg
+    if str(path).endswith(".pt") and case not in ("dict without keys", "list of tensors", "bare state dict",
+                                                  "non-finite weights"):  # these are load_model's or restore's
+        with pytest.raises(LoadError) as e:  # the trainer's resume reads the same way
+            load_checkpoint(path)
+        assert "\n" not in str(e.value) and str(path) in str(e.value) and expect in str(e.value), str(e.value)
+
+
+class Payload:
+    """Unpickling this runs code (it makes a folder): a safe loader refuses it."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def test_no_code_is_unpickled(tmp_path):
+    marker = str(tmp_path / "code-ran")
+    path = torch_file(tmp_path, {"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "bytes",
+                                 "prompt": PROMPT, "extra": Payload(marker)})
+    for load in (load_model, load_checkpoint):
+        with pytest.raises(LoadError, match="cannot read"):
+            load(path)
+    assert not os.path.exists(marker)
+
+
+@pytest.mark.parametrize("obj,expect", [({"step": 3}, "lacks model, config, tokenizer, prompt"),
+                                        ([torch.ones(2)], "holds a list")])
+def test_load_checkpoint_names_what_is_missing(tmp_path, obj, expect):
+    path = torch_file(tmp_path, obj)
+    with pytest.raises(LoadError, match=expect):
+        load_checkpoint(path)
+
+
+# ----------------------------------------------------------------------------- atomic saves
+
+@pytest.mark.parametrize("failure", ["disk full", "Ctrl-C", "rename refused"])
+def test_failed_save_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkeypatch, failure):
+    path = tmp_path / "ckpt.pt"
+    small_checkpoint(path)
+    before = path.read_bytes()
+    error = KeyboardInterrupt if failure == "Ctrl-C" else OSError
+
+    def half_written(obj, f, *args, **kwargs):  # some bytes reach the disk, then the write fails
+        f.write(b"PK\x03\x04 the first bytes of a checkpoint")
+        raise error(errno.ENOSPC, "No space left on device")
+
+    def refused(src, dst):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    if failure == "rename refused":
+        monkeypatch.setattr(os, "replace", refused)
+    else:
+        monkeypatch.setattr(torch, "save", half_written)
+    with pytest.raises(error):
+        small_checkpoint(path, **{"transformer.ln_f.bias": 1.0})
+    monkeypatch.undo()
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"]
+    load_checkpoint(path)
+
+
+# ----------------------------------------------------------------------------- the gpt2 tokenizer
+
+def test_gpt2_tokenizer_from_vocab_json(tmp_path):
+    write_vocab(tmp_path)
+    enc = get_tokenizer("gpt2", folder=tmp_path)
+    assert enc.name == "gpt2" and enc.n_vocab == V and enc.eot_token == V - 1
+    assert enc.encode("!") == [0] and enc.encode("\n") == [198] and enc.encode(" ") == [220]  # GPT-2's own ids
+    assert enc.encode("aa aa") == [256, 258] and enc.encode("  \n\n") == [259, 260]
+    assert enc.encode("<|endoftext|>", allowed_special="all") == [V - 1]
+    text = "Ünïcødé 3½ × 2 = 7 ✓ 数学 🙂\n\n  a it's"
+    assert enc.decode(enc.encode(text)) == text
+
+
+def test_gpt2_pattern_splits_as_tiktokens_gpt2(tmp_path):
+    pat = pytest.importorskip("tiktoken_ext.openai_public").r50k_pat_str
+    write_vocab(tmp_path)
+    ours = get_tokenizer("gpt2", folder=tmp_path)
+    ranks = {bytes([b]): i for i, b in enumerate(byte_chars())}
+    ranks.update({m.replace("Ġ", " ").replace("Ċ", "\n").encode(): 256 + i for i, m in enumerate(MERGES)})
+    theirs = tiktoken.Encoding("theirs", pat_str=pat, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": V - 1})
+    for text in ["a  a", "aa   aa\n\n\n a", "it's I'll we've", "  \n  ", "x\n\ny  ", "12 345  ", "\n\n\n\n", " aa\n\n"]:
+        assert ours.encode(text) == theirs.encode(text), text
+
+
+def test_gpt2_tokenizer_without_files_says_how_to_get_them(tmp_path, monkeypatch):
+    def offline(name):
+        raise OSError("network is unreachable")  # what requests raises offline is an OSError
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    for folder in (None, tmp_path):
+        with pytest.raises(LoadError) as e:
+            get_tokenizer("gpt2", folder)
+        msg = str(e.value)
+        assert "\n" not in msg and "TIKTOKEN_CACHE_DIR" in msg and "vocab.json" in msg, msg
+    folder, _ = gpt2_folder(tmp_path)
+    os.remove(folder / "vocab.json")
+    with pytest.raises(LoadError, match="has no vocab.json"):
+        load_model(folder)
+    with pytest.raises(LoadError, match="unknown tokenizer 'gpt3'"):
+        get_tokenizer("gpt3")
+
+
+BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
+
+
+@pytest.mark.parametrize("content,expect", [
+    ("not json", "JSONDecodeError"), ('{"a": 0}', "no <|endoftext|>"),
+    ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
+    (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),          # EOS not right after the tokens
+    (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be"),  # a gap in the ids
+])
+def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
+    (tmp_path / "vocab.json").write_text(content)
+    with pytest.raises(LoadError, match=expect) as e:
+        get_tokenizer("gpt2", tmp_path)
+    assert "\n" not in str(e.value) and str(tmp_path / "vocab.json") in str(e.value)
+
+
+# ----------------------------------------------------------------------------- the real GPT-2, where a user has it
+
+GPT2_DIR = os.environ.get("NANOGRPO_GPT2")
+
+
+@pytest.mark.skipif(not GPT2_DIR, reason="set NANOGRPO_GPT2 to a folder with GPT-2's model.safetensors, "
+                                         "config.json and vocab.json")
+def test_real_gpt2_matches_gpt2_computed_from_its_tensors():
+    model, enc, _ = load_model(GPT2_DIR)
+    assert enc.n_vocab == 50257 and enc.eot_token == 50256
+    assert enc.encode("Hello, world!") == [15496, 11, 995, 0]
+    st = os.path.join(GPT2_DIR, "model.safetensors")
+    raw = read_safetensors(st) if os.path.isfile(st) else \
+        torch.load(os.path.join(GPT2_DIR, "pytorch_model.bin"), map_location="cpu", weights_only=True)
+    hf = {k.removeprefix("transformer."): v.float() for k, v in raw.items()}
+    idx = torch.tensor([enc.encode("The capital of France is Paris. The capital of Italy is")])  # (1, L)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), gpt2_forward(hf, idx, model.config.n_head), atol=1e-4, rtol=0)
