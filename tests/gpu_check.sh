@@ -11,20 +11,20 @@
 # time is reported as such (a training run stopped by its budget saves and keeps its metrics), and the
 # next part still runs. Settings, from the environment:
 #     PYTHON        the interpreter (python3)
-#     TEST_BUDGET   120   python -m pytest -q $PYTEST_ARGS (PYTEST_ARGS: none, the whole suite)
+#     TEST_BUDGET   140   python -m pytest -q $PYTEST_ARGS (PYTEST_ARGS: none, the whole suite)
 #     BENCH_BUDGET   40   tests/bench_sample.py --device cuda --B 64 --G 8 --new_tokens 128
-#     TRAIN_BUDGET  170   python train.py --G 8 --beta 0.04 --out_dir OUT_DIR/run $TRAIN_FLAGS
+#     TRAIN_BUDGET  160   python train.py --G 8 --beta 0.04 --out_dir OUT_DIR/run $TRAIN_FLAGS
 #     TRAIN_FLAGS         extra flags for that run (none)
 #     EXTRA_FLAGS         if set, a second run with these flags too, in OUT_DIR/run2, e.g. "--decode graph"
 #     EXTRA_BUDGET   60   its time budget (add it to the 6 minutes)
 set -u
-cd "$(dirname "$0")/.." || exit 2
 OUT=${1:-${OUT:-}}
 if [ -z "$OUT" ]; then
     echo "usage: bash tests/gpu_check.sh OUT_DIR   (or OUT=OUT_DIR bash tests/gpu_check.sh)" >&2
     exit 2
 fi
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2  # absolute, before moving to the repository root
+cd "$(dirname "$0")/.." || exit 2
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 LOG=$OUT/log.txt
@@ -64,12 +64,12 @@ fi
 [ "$DEVICE" = none ] && DEVICE=cpu
 
 # shellcheck disable=SC2086  # PYTEST_ARGS is a list of arguments
-part tests "${TEST_BUDGET:-120}" "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/tests.xml" ${PYTEST_ARGS:-}
+part tests "${TEST_BUDGET:-140}" "$PY" -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/tests.xml" ${PYTEST_ARGS:-}
 part bench "${BENCH_BUDGET:-40}" "$PY" tests/bench_sample.py --device "$DEVICE" --B 64 --G 8 --new_tokens 128 \
     --repeat 3
 rm -rf "$OUT/run"
 # shellcheck disable=SC2086  # TRAIN_FLAGS is a list of flags
-part train "${TRAIN_BUDGET:-170}" "$PY" train.py --G 8 --beta 0.04 --out_dir "$OUT/run" ${TRAIN_FLAGS:-}
+part train "${TRAIN_BUDGET:-160}" "$PY" train.py --G 8 --beta 0.04 --out_dir "$OUT/run" ${TRAIN_FLAGS:-}
 if [ -n "${EXTRA_FLAGS:-}" ]; then
     rm -rf "$OUT/run2"
     # shellcheck disable=SC2086

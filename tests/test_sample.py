@@ -170,7 +170,7 @@ def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eo
     model = Policy(eos_bias=eos_bias).to(device)
     prompts = random_prompts((3, 9, 6, 14), seed=7)
     lengths = []
-    for seed in range(3):
+    for seed in range(4):
         rollouts, states = {}, {}
         for decode in DECODERS if device.type == "cuda" else ("plain", "static"):
             gen = seeded(seed, device)
@@ -186,22 +186,26 @@ def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eo
             assert torch.equal(states[decode], states["plain"]), decode
         lengths.append(plain.completion.shape[1])
     if ending == "truncate":
-        assert lengths == [max_new_tokens] * 3
+        assert lengths == [max_new_tokens] * 4
     else:  # some rollout ended after a few end checks, between two of them
         assert any(SYNC_EVERY < T < max_new_tokens and T % SYNC_EVERY for T in lengths), lengths
 
 
 def test_static_decoder_leaves_the_global_rng_as_the_plain_loop_does(device):
-    model = Policy(eos_bias=2.5).to(device)
+    model = Policy(eos_bias=4.0).to(device)
     get_state = torch.cuda.get_rng_state if device.type == "cuda" else torch.get_rng_state
-    out = {}
-    for decode in ("plain", "static"):
-        torch.manual_seed(3)  # generator=None: the global RNG
-        r = generate(model, random_prompts((3, 9)), G=4, max_new_tokens=40, decode=decode)
-        out[decode] = r.tokens, get_state()
-    assert out["plain"][0].shape[1] % SYNC_EVERY  # the static decoder ran steps past the end ...
-    assert torch.equal(out["plain"][0], out["static"][0])
-    assert torch.equal(out["plain"][1], out["static"][1])  # ... and gave their numbers back
+    lengths = []
+    for seed in range(4):
+        out = {}
+        for decode in ("plain", "static"):
+            torch.manual_seed(seed)  # generator=None: the global RNG
+            r = generate(model, random_prompts((3, 9)), G=4, max_new_tokens=40, decode=decode)
+            out[decode] = r.tokens, get_state()
+        assert torch.equal(out["plain"][0], out["static"][0])
+        assert torch.equal(out["plain"][1], out["static"][1])
+        lengths.append(out["plain"][0].shape[1] - 9)
+    # the static decoder ran steps past the end, and gave their numbers back
+    assert any(T < 40 and T % SYNC_EVERY for T in lengths), lengths
 
 
 def test_unknown_decoder_and_graph_off_cuda_raise_value_errors_that_say_what_to_change():
@@ -271,9 +275,10 @@ def test_sampling_under_autocast_keeps_float32_logprobs(decode):
 
 # bf16 keeps 8 significant bits: two forwards that add up the same numbers in a different order (one
 # token at a time from the cache, or the whole sequence at once) round differently, by up to ~0.4% of
-# each intermediate value. On this model's logits that adds up to gaps of a few 0.001 nats; a sampler
-# and a trainer that disagree on τ, the mask or the dtype differ by 0.1 nats and more (checked below).
-BF16_MAX_GAP = 0.05  # nats, the largest |sampler - trainer| log-prob over the completion tokens
+# each intermediate value. On this test's model and rollout, bf16 autocast on a CPU gives a largest gap
+# of 0.009 nats, while a trainer whose τ is 25% off the sampler's gives 0.58 (checked below, so the
+# bound can fail); the bound leaves GPU kernels ten times the CPU's rounding.
+BF16_MAX_GAP = 0.1  # nats, the largest |sampler - trainer| log-prob over the completion tokens
 
 
 @pytest.mark.parametrize("decode", DECODERS)
