@@ -21,14 +21,15 @@ Shapes and conventions (see model.py for the shape letters and the mask conventi
 after EOS is safe: attention is causal, so those tokens never change the logits of any
 earlier position, and completion_mask keeps them out of the loss.
 
-Our choices (DeepSeekMath does not describe its sampler):
+Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
 - a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy
   (argmax), and then logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy
   token's log-prob under the untempered model;
 - the trainer recomputes π_old's log-probs with its own training forward (same dtype, masks
   and τ) and does not take them from here. `Rollout.logprobs` is what it compares them with:
   the largest gap between the two, logged every step, shows that sampler and trainer see the
-  same distribution (with τ and no top-k; tests/test_sample.py checks it, under bf16 autocast too);
+  same distribution (at τ without top-k, as train.py samples; tests/test_sample.py checks it, under
+  bf16 autocast too);
 - a model that has diverged does not stop generate: non-finite logits give some token and a
   non-finite value in `logprobs`, for the caller to check once per step.
 
