@@ -155,26 +155,60 @@ def left_pad(seqs, pad_id):
 class KVCache:
     """Keys and values of every layer for incremental decoding, plus the key mask.
 
-    k[l], v[l]: (N, H, S_max, D); valid: (N, S_max) bool; `length` columns are filled.
+    k[l], v[l]: (N, H, S_max, D), allocated on first use; valid: (N, S_max) bool, True where a
+    column holds a real token. Each forward call first `claim`s the columns of its L new tokens,
+    then every layer `update`s them. Two ways to attend, the same numbers up to float rounding:
+    - dynamic (the default): the host counts the columns filled, and attention sees those S
+      columns only, so each decode step has a new shape. The simplest, and the cheapest on a CPU.
+    - static=True: the next free column is a device tensor, `col`, and attention always spans all
+      S_max columns, the empty ones masked out. Every decode step is then the same computation on
+      the same buffers, with no host value changing between steps: what a CUDA graph can capture
+      once and replay (sample.py, decode="static"/"graph"). Nothing is checked on the host per
+      step, so the caller must not feed more than max_len tokens (sample.py sizes it).
     """
 
-    def __init__(self, n_layer, max_len):
-        self.n_layer, self.max_len = n_layer, max_len
+    def __init__(self, n_layer, max_len, static=False):
+        self.n_layer, self.max_len, self.static = n_layer, max_len, static
         self.k, self.v = [None] * n_layer, [None] * n_layer
         self.valid = None  # (N, S_max) bool, allocated on first use
-        self.length = 0
+        self.length = 0    # dynamic: columns filled, counted on the host
+        self.col = None    # static: (1,) long on the device, the next column to fill
+        self.cols = None   # (L,) long, the columns of the forward call in progress
+
+    def claim(self, mask):
+        """Take the next L columns for new tokens whose mask is `mask` (N, L).
+
+        Returns their columns (L,) long and the key mask (N, S) bool of everything they may attend to.
+        """
+        N, L = mask.shape
+        if self.valid is None:
+            self.valid = torch.zeros(N, self.max_len, dtype=torch.bool, device=mask.device)  # (N, S_max)
+            self.col = torch.zeros(1, dtype=torch.long, device=mask.device)                   # (1,)
+        if self.static:
+            self.cols = self.col + torch.arange(L, device=mask.device)  # (L,) computed on the device
+            self.valid.index_copy_(1, self.cols, mask)
+            self.col += L
+            return self.cols, self.valid  # (L,), (N, S_max)
+        if self.length + L > self.max_len:
+            raise ValueError(f"KV cache full: {self.length} + {L} > {self.max_len}")
+        self.cols = torch.arange(self.length, self.length + L, device=mask.device)  # (L,)
+        self.valid[:, self.length:self.length + L] = mask
+        self.length += L
+        return self.cols, self.valid[:, :self.length]  # (L,), (N, S)
 
     def update(self, layer, k, v):
-        """Write new keys/values k, v (N, H, L, D) after the cached ones; return all (N, H, S, D)."""
+        """Write the claimed columns' keys/values k, v (N, H, L, D); return all keys/values (N, H, S, D)."""
         N, H, L, D = k.shape
         if self.k[layer] is None:
             self.k[layer] = k.new_zeros(N, H, self.max_len, D)  # (N, H, S_max, D)
             self.v[layer] = v.new_zeros(N, H, self.max_len, D)  # (N, H, S_max, D)
-        if self.length + L > self.max_len:
-            raise ValueError(f"KV cache full: {self.length} + {L} > {self.max_len}")
-        self.k[layer][:, :, self.length:self.length + L] = k
-        self.v[layer][:, :, self.length:self.length + L] = v
-        return self.k[layer][:, :, :self.length + L], self.v[layer][:, :, :self.length + L]
+        if self.static:
+            self.k[layer].index_copy_(2, self.cols, k)
+            self.v[layer].index_copy_(2, self.cols, v)
+            return self.k[layer], self.v[layer]  # (N, H, S_max, D), empty columns masked by `valid`
+        self.k[layer][:, :, self.length - L:self.length] = k  # claim() has counted these L columns
+        self.v[layer][:, :, self.length - L:self.length] = v
+        return self.k[layer][:, :, :self.length], self.v[layer][:, :, :self.length]
 
     def repeat_interleave(self, G):
         """Row n becomes rows n*G .. n*G+G-1: prefill B prompts once, then decode B*G rows."""
@@ -267,8 +301,12 @@ class GPT(nn.Module):
         """Parameter count; the tied lm_head is counted once (as wte)."""
         return sum(p.numel() for p in self.parameters())
 
-    def new_cache(self, max_len):
-        return KVCache(self.config.n_layer, max_len)
+    def new_cache(self, max_len, static=False):
+        """An empty KVCache for up to max_len columns (prompt + new tokens); see KVCache for `static`."""
+        if max_len > self.config.block_size:
+            raise ValueError(f"a cache of {max_len} columns exceeds block_size {self.config.block_size}; "
+                             f"shorten the prompts or the completions")
+        return KVCache(self.config.n_layer, max_len, static)
 
     def forward(self, idx, mask=None, cache=None):
         """Logits for every position of idx.
@@ -281,30 +319,24 @@ class GPT(nn.Module):
         N, L = idx.shape
         if mask is None:
             mask = torch.ones(N, L, dtype=torch.bool, device=idx.device)  # (N, L)
-        past = 0 if cache is None else cache.length
-        if cache is not None:
-            if cache.valid is None:
-                cache.valid = torch.zeros(N, cache.max_len, dtype=torch.bool, device=idx.device)  # (N, S_max)
-            cache.valid[:, past:past + L] = mask
-            key_valid = cache.valid[:, :past + L]  # (N, S)
+        if cache is None:
+            if L > self.config.block_size:  # checked on the host: no device sync
+                raise ValueError(f"{L} columns exceed block_size {self.config.block_size}")
+            q_col, key_valid = torch.arange(L, device=idx.device), mask  # (L,) columns of the queries, (N, S = L)
         else:
-            key_valid = mask  # (N, S) with S = L
+            q_col, key_valid = cache.claim(mask)  # (L,), (N, S): S = the columns filled, or all of them if static
         # positions count real tokens only, so left padding does not shift them
-        if past + L > self.config.block_size:  # checked on the host: no device sync per step
-            raise ValueError(f"{past + L} columns exceed block_size {self.config.block_size}")
-        pos = (key_valid.int().cumsum(dim=1) - 1).clamp(min=0)[:, past:].long()  # (N, L)
-        # query i (absolute column past+i) sees key j if j <= past+i and key j is real; every
-        # query also sees itself, so a padding query never has an empty (NaN) softmax row.
-        q_col = torch.arange(past, past + L, device=idx.device)[:, None]  # (L, 1)
-        k_col = torch.arange(past + L, device=idx.device)[None, :]         # (1, S)
+        pos = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0).index_select(1, q_col)  # (N, L)
+        # query i (column q_col[i]) sees key j if j <= q_col[i] and key j is real; every query
+        # also sees itself, so a padding query never has an empty (NaN) softmax row.
+        k_col = torch.arange(key_valid.shape[1], device=idx.device)[None, :]  # (1, S)
+        q_col = q_col[:, None]                                                # (L, 1)
         attn_mask = ((k_col <= q_col) & key_valid[:, None, :]) | (k_col == q_col)  # (N, L, S)
         attn_mask = attn_mask[:, None]  # (N, 1, L, S), broadcast over heads
 
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (N, L, C)
         for i, block in enumerate(self.transformer.h):
             x = block(x, attn_mask, cache, i)
-        if cache is not None:
-            cache.length += L
         return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)
 
 

@@ -21,14 +21,24 @@ Shapes and conventions (see model.py for the shape letters and the mask conventi
 after EOS is safe: attention is causal, so those tokens never change the logits of any
 earlier position, and completion_mask keeps them out of the loss.
 
-Where this departs from DeepSeekMath (which samples at temperature 1 and reads π_old
-off the sampler):
-- we sample at a temperature τ with optional top-k: p = softmax(top_k(logits / τ));
-  τ = 0 is greedy (argmax), and then logprobs hold log_softmax(logits) at τ = 1 without
-  top-k, the greedy token's log-prob under the untempered model;
-- the contract: the trainer recomputes π_old's log-probs with its own training forward
-  (same dtype, masks and τ) and does not take them from here; `logprobs` are kept to
-  check that the two agree (tests/test_sample.py) and for diagnostics.
+Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
+- a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy
+  (argmax), and then logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy
+  token's log-prob under the untempered model;
+- the trainer recomputes π_old's log-probs with its own training forward (same dtype, masks
+  and τ) and does not take them from here. `Rollout.logprobs` is what it compares them with:
+  the largest gap between the two, logged every step, shows that sampler and trainer see the
+  same distribution (at τ without top-k, as train.py samples; tests/test_sample.py checks it, under
+  bf16 autocast too);
+- a model that has diverged does not stop generate: non-finite logits give some token and a
+  non-finite value in `logprobs`, for the caller to check once per step.
+
+Three decoders; for the same seed, the same tokens, masks, T and generator state after the call, and
+log-probs equal up to float rounding (tests/test_sample.py; float32: under bf16 autocast, rounding
+differs more and a rare token may too):
+    "plain"   the loop in generate(): read it first, it is the reference;
+    "static"  the same steps with fixed shapes (the fast path at the end of this file);
+    "graph"   "static" with one decode step captured as a CUDA graph and replayed (CUDA only).
 """
 from dataclasses import dataclass
 
@@ -36,6 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from model import left_pad
+
+DECODERS = ("plain", "static", "graph")
 
 
 @dataclass
@@ -45,7 +57,7 @@ class Rollout:
     prompt_len: int                # P
     completion_mask: torch.Tensor  # (N, T) bool; the loss casts it to its own dtype
     truncated: torch.Tensor        # (N,) bool
-    logprobs: torch.Tensor         # (N, T) float32
+    logprobs: torch.Tensor         # (N, T) float32; non-finite if the model's logits were
 
     @property
     def completion(self):
@@ -66,30 +78,43 @@ def completions_text(rollout, enc):
 
 
 def sample_token(logits, temperature=1.0, top_k=None, generator=None):
-    """Draw one token per row. logits (N, V) -> tokens (N,) long, log-probs (N,) float32."""
-    logits = logits.float()  # (N, V) softmax in float32, even under autocast
+    """Draw one token per row. logits (N, V) -> tokens (N,) long, log-probs (N,) float32.
+
+    The draw is an exponential race: argmax_v p_v / E_v with E_v ~ Exp(1) independent is distributed
+    as p, since E_v / p_v ~ Exp(p_v) and the first of independent exponential clocks is v with
+    probability p_v / Σ p. Unlike torch.multinomial it never waits for the device, so a CUDA
+    graph can capture it, and NaN logits give a NaN log-prob instead of an exception.
+    It takes N*V numbers from `generator` per call whatever the logits hold (none when greedy),
+    and holds at most three (N, V) float32 tensors at a time.
+    """
     if temperature == 0:
+        logits = logits.float()  # (N, V)
         tok = logits.argmax(dim=-1)  # (N,)
         logp = F.log_softmax(logits, dim=-1)  # (N, V) at τ = 1, no top-k: see the docstring
         return tok, logp.gather(1, tok[:, None]).squeeze(1)
-    logits = logits / temperature  # (N, V)
+    logits = logits.float() / temperature  # (N, V) softmax in float32, even under autocast
     if top_k is not None and top_k < logits.size(-1):
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (N, 1) k-th largest; ties at it are kept
-        logits = logits.masked_fill(logits < kth, float("-inf"))  # (N, V)
+        logits.masked_fill_(logits < kth, float("-inf"))  # (N, V)
     logp = F.log_softmax(logits, dim=-1)  # (N, V)
-    tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (N,)
+    race = torch.empty_like(logp).exponential_(generator=generator)  # (N, V) E ~ Exp(1)
+    race = race.clamp_(min=torch.finfo(race.dtype).tiny).log_().neg_().add_(logp)  # (N, V) log(p / E), in place
+    tok = race.argmax(dim=-1)  # (N,)
     return tok, logp.gather(1, tok[:, None]).squeeze(1)
 
 
 @torch.no_grad()
-def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None):
+def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None,
+             decode="plain"):
     """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
 
     temperature: τ > 0 samples from softmax(logits / τ); τ = 0 is greedy.
     top_k: keep only the k largest logits (None = all).
     eos_id: ends a completion; it also pads the prompts, so it must be a valid token id.
     generator: a torch.Generator on the model's device (e.g. torch.Generator(device)),
-        seeded, makes the rollout reproducible; None uses the global RNG.
+        seeded, makes the rollout reproducible; None uses the global RNG. Every decoder
+        leaves it in the same state: T steps' worth of numbers taken.
+    decode: "plain", "static" or "graph" (CUDA only): see the module docstring.
     The caller may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P = len(prompts), max((len(p) for p in prompts), default=0)
@@ -103,34 +128,129 @@ def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos
         raise ValueError(f"longest prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds block_size "
                          f"({model.config.block_size}); shorten the prompts or lower max_new_tokens")
     device = next(model.parameters()).device
+    if decode not in DECODERS:
+        raise ValueError(f"generate: unknown decode '{decode}'; choose one of {', '.join(DECODERS)}")
+    if decode == "graph" and device.type != "cuda":
+        raise ValueError(f"generate: decode='graph' captures CUDA graphs, and the model is on {device.type}; "
+                         f"use decode='static' or 'plain'")
     N = B * G
 
     # left-pad the B prompts and prefill them once
     idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
     idx, mask = idx.to(device), mask.to(device)
-    cache = model.new_cache(P + max_new_tokens)
+    cache = model.new_cache(P + max_new_tokens, static=decode != "plain")
     logits = model(idx, mask, cache=cache)[:, -1]  # (B, V) predicts each prompt's next token
     cache.repeat_interleave(G)                     # B rows -> N rows, row b*G+g from row b
     logits = logits.repeat_interleave(G, dim=0)    # (N, V)
 
-    finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,) has emitted EOS
-    toks, logps, alive = [], [], []  # T entries of (N,)
-    for t in range(max_new_tokens):
-        tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
-        tok = tok.masked_fill(finished, eos_id)   # finished rows keep emitting EOS ...
-        logp = logp.masked_fill(finished, 0.0)    # ... which is not sampled, so log-prob 0
-        toks.append(tok)
-        logps.append(logp)
-        alive.append(~finished)  # (N,) this step's token counts: the row had not finished before it
-        finished = finished | (tok == eos_id)
-        if t == max_new_tokens - 1 or bool(finished.all()):  # the one host sync per step
-            break
-        logits = model(tok[:, None], cache=cache)[:, -1]  # (N, V)
+    if decode == "plain":  # the reference loop
+        finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,) has emitted EOS
+        toks, logps, alive = [], [], []  # T entries of (N,)
+        for t in range(max_new_tokens):
+            tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
+            tok = tok.masked_fill(finished, eos_id)   # finished rows keep emitting EOS ...
+            logp = logp.masked_fill(finished, 0.0)    # ... which is not sampled, so log-prob 0
+            toks.append(tok)
+            logps.append(logp)
+            alive.append(~finished)  # (N,) this step's token counts: the row had not finished before it
+            finished = finished | (tok == eos_id)
+            if t == max_new_tokens - 1 or bool(finished.all()):  # the one host sync per step
+                break
+            logits = model(tok[:, None], cache=cache)[:, -1]  # (N, V)
+        completion, logprobs, alive = torch.stack(toks, 1), torch.stack(logps, 1), torch.stack(alive, 1)  # (N, T)
+    else:
+        completion, logprobs, alive, finished = decode_static(model, cache, logits, max_new_tokens, temperature,
+                                                              top_k, eos_id, generator, graph=decode == "graph")
 
-    completion = torch.stack(toks, dim=1)  # (N, T)
     tokens = torch.cat([idx.repeat_interleave(G, dim=0), completion], dim=1)  # (N, P+T)
-    full_mask = torch.cat([mask.repeat_interleave(G, dim=0), torch.ones_like(completion, dtype=torch.bool)], dim=1)  # (N, P+T)
+    full_mask = torch.cat([mask.repeat_interleave(G, dim=0),
+                           torch.ones_like(completion, dtype=torch.bool)], dim=1)  # (N, P+T)
     return Rollout(tokens=tokens, mask=full_mask, prompt_len=P,
-                   completion_mask=torch.stack(alive, dim=1),  # (N, T)
-                   truncated=~finished,                        # (N,)
-                   logprobs=torch.stack(logps, dim=1))         # (N, T)
+                   completion_mask=alive,   # (N, T)
+                   truncated=~finished,     # (N,)
+                   logprobs=logprobs)       # (N, T)
+
+
+# ----------------------------------------------------------------------------- the fast path
+# On a GPU a small model is bound by launching kernels and waiting for the host, not by
+# arithmetic. The plain loop gives every step a new shape (the cache grows) and asks the
+# device "has every row finished?" after every token. Here each step is the same
+# computation on the same buffers, so it can be captured once as a CUDA graph and replayed,
+# and the host asks only every SYNC_EVERY steps.
+
+SYNC_EVERY = 8  # each "all finished?" check waits for the device to run dry; the price of checking
+                # rarely is up to SYNC_EVERY - 1 steps run after the last row finished, then dropped
+GRAPH_WARMUP = 2  # steps run eagerly on a side stream before capture, which CUDA graphs require
+
+
+def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_id, generator, graph=False):
+    """The plain loop's steps with fixed shapes, on a static cache already prefilled and repeated to N rows.
+
+    logits (N, V) predict the first new token. Returns completion (N, T) long, logprobs (N, T)
+    float32, completion mask (N, T) bool and finished (N,) bool, equal to the plain loop's
+    (T included, and the generator's state after it).
+    """
+    N, dev = logits.shape[0], logits.device
+    logits = logits.clone()                                                     # (N, V) this step's logits
+    finished = torch.zeros(N, dtype=torch.bool, device=dev)                     # (N,) has emitted EOS
+    toks = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=dev)  # (N, T_max)
+    logps = torch.zeros(N, max_new_tokens, device=dev)                          # (N, T_max) float32
+    alive = torch.zeros(N, max_new_tokens, dtype=torch.bool, device=dev)        # (N, T_max)
+    t = torch.zeros(1, dtype=torch.long, device=dev)                            # (1,) this step's column
+
+    def step():  # the plain loop's body, writing in place, with the step's column t on the device
+        tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
+        tok = tok.masked_fill(finished, eos_id)
+        logp = logp.masked_fill(finished, 0.0)
+        toks.index_copy_(1, t, tok[:, None])
+        logps.index_copy_(1, t, logp[:, None])
+        alive.index_copy_(1, t, ~finished[:, None])
+        finished.logical_or_(tok == eos_id)
+        logits.copy_(model(tok[:, None], cache=cache)[:, -1])  # the next step's (unused after the last step)
+        t.add_(1)
+
+    if generator is None:  # the global RNG, as an object whose state can be read and set back
+        generator = global_generator(dev)
+    run = graphed(step, generator) if graph else step
+    states = []  # the generator's state after each step (read on the host: no sync)
+    for i in range(max_new_tokens):
+        run()
+        if generator is not None:
+            states.append(generator.get_state())
+        if (i + 1) % SYNC_EVERY == 0 and bool(finished.all()):  # the host sync, once per SYNC_EVERY steps
+            break
+    T = int(alive.any(dim=0).sum())  # the steps where some row was still running: the plain loop's T
+    if generator is not None:
+        generator.set_state(states[T - 1])  # forget the numbers drawn by the steps after T
+    return toks[:, :T], logps[:, :T], alive[:, :T], finished
+
+
+def global_generator(device):
+    """The generator that generator=None draws from on `device`; None where torch does not expose it."""
+    if device.type == "cuda":
+        return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    return torch.default_generator if device.type == "cpu" else None
+
+
+def graphed(step, generator):
+    """`step` as a function that runs one step per call: eagerly on a side stream for the first
+    GRAPH_WARMUP calls, then captured once as a CUDA graph (reading and writing the same buffers)
+    and replayed. CUDA graph replay advances `generator` exactly as the eager step does."""
+    side, cuda_graph, calls = torch.cuda.Stream(), None, 0
+
+    def run():
+        nonlocal cuda_graph, calls
+        calls += 1
+        if calls <= GRAPH_WARMUP:
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step()
+            torch.cuda.current_stream().wait_stream(side)
+            return
+        if cuda_graph is None:
+            cuda_graph = torch.cuda.CUDAGraph()
+            cuda_graph.register_generator_state(generator)  # replays take this generator's numbers
+            with torch.cuda.graph(cuda_graph):
+                step()  # recorded, not run
+        cuda_graph.replay()
+    return run

@@ -1,17 +1,20 @@
-"""Benchmark, run by hand (not collected by pytest): tokens/s of the KV-cache sampler vs a naive loop.
+"""Benchmark, run by hand (not collected by pytest): tokens/s of the samplers in sample.py and of a naive loop.
 
-    python tests/bench_sample.py        # 2 CPU cores: about 2 minutes, nearly all of it the naive loop
-    python tests/bench_sample.py --device cuda --B 64 --G 8 --n_layer 12 --n_head 12 --n_embd 768
+    python tests/bench_sample.py                          # CPU: plain and static, then the naive loop
+    python tests/bench_sample.py --device cuda --B 64     # CUDA: plain, static and graph, bf16 autocast
 
-The naive loop reruns the whole sequence through the model for every new token, which
-is what sampling costs without a cache. Both samplers draw all `new_tokens` for all B*G
-rows (a random-init model almost never makes every row of a group emit EOS, and rows
-that finished are still computed), so tokens/s counts B*G*T and both counts are equal.
+Each decoder (sample.generate's `decode`: plain, static, graph on CUDA) runs once to warm up
+and then `--repeat` times, timed; the best run counts. A CUDA graph is captured inside every
+generate call, so its capture is part of the time, as in training. The naive loop reruns the
+whole sequence through the model for every new token: what sampling costs without a cache.
+All samplers draw `new_tokens` for all B*G rows (a random-init model almost never makes every
+row of a group emit EOS, and rows that finished are still computed), so tokens/s counts B*G*T.
 """
 import argparse
 import os
 import sys
 import time
+from contextlib import nullcontext
 
 import torch
 
@@ -41,12 +44,16 @@ def sync(device):
         torch.mps.synchronize()
 
 
-def timed(fn, device):
-    sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    sync(device)
-    return out, time.perf_counter() - t0
+def timed(fn, device, repeat):
+    """fn's result and its best wall time over `repeat` runs, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        sync(device)
+        t0 = time.perf_counter()
+        out = fn()
+        sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return out, best
 
 
 def main():
@@ -59,13 +66,22 @@ def main():
     ap.add_argument("--n_embd", type=int, default=256)
     ap.add_argument("--n_head", type=int, default=4)
     ap.add_argument("--block_size", type=int, default=256)
+    ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                    help="autocast dtype (auto: bf16 on CUDA where supported, as train.py)")
+    ap.add_argument("--decoders", default="auto", help="comma-separated (auto: plain,static, and graph on CUDA)")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs per sampler; the best counts")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    ap.add_argument("--skip_naive", action="store_true", help="time the KV-cache sampler only")
+    ap.add_argument("--skip_naive", action="store_true", help="time the KV-cache samplers only")
     args = ap.parse_args()
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    decoders = args.decoders.split(",") if args.decoders != "auto" else \
+        ["plain", "static"] + (["graph"] if device.type == "cuda" else [])
+    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device.type == "cuda"
+                                        and torch.cuda.is_bf16_supported())
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
     torch.manual_seed(0)
     cfg = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(cfg).to(device).eval()
@@ -73,25 +89,35 @@ def main():
     prompts = [torch.randint(0, 256, (int(n),), generator=g).tolist()
                for n in torch.randint(8, 33, (args.B,), generator=g)]  # 8..32 tokens each
     N = args.B * args.G
-    print(f"device {device}, threads {torch.get_num_threads()}, {cfg.n_layer} layers x {cfg.n_embd} wide "
-          f"({model.num_params() / 1e6:.1f}M params), {args.B} prompts x G={args.G} = {N} rows, "
-          f"{args.new_tokens} new tokens, prompts up to {max(map(len, prompts))} tokens")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"device {device} ({name}), torch {torch.__version__}, {'bf16 autocast' if bf16 else 'float32'}, "
+          f"{cfg.n_layer} layers x {cfg.n_embd} wide ({model.num_params() / 1e6:.1f}M params), "
+          f"{args.B} prompts x G={args.G} = {N} rows, {args.new_tokens} new tokens, "
+          f"prompts up to {max(map(len, prompts))} tokens")
 
-    def run_kv():
-        return generate(model, prompts, args.G, args.new_tokens, generator=torch.Generator(device).manual_seed(1))
+    def run(decode):
+        with autocast:
+            return generate(model, prompts, args.G, args.new_tokens, decode=decode,
+                            generator=torch.Generator(device).manual_seed(1))
 
-    generate(model, prompts[:2], 2, 4)  # warm-up: first calls pay one-off allocation costs
-    rollout, t_kv = timed(run_kv, device)
-    n_kv = rollout.completion.numel()
-    print(f"kv cache : {n_kv} tokens in {t_kv:7.2f} s = {n_kv / t_kv:9.0f} tokens/s")
-    if args.skip_naive:
-        return
-    out, t_naive = timed(lambda: naive_generate(model, prompts, args.G, args.new_tokens,
-                                                generator=torch.Generator(device).manual_seed(1)), device)
-    n_naive = out[:, rollout.prompt_len:].numel()
-    assert n_naive == n_kv, "every row emitted EOS before new_tokens: use more rows (--B, --G) so counts match"
-    print(f"naive    : {n_naive} tokens in {t_naive:7.2f} s = {n_naive / t_naive:9.0f} tokens/s")
-    print(f"speed-up : {t_naive / t_kv:.1f}x")
+    results, first = {}, None
+    for decode in decoders:
+        run(decode)  # warm-up: first calls pay one-off costs (allocator, library handles)
+        rollout, seconds = timed(lambda: run(decode), device, args.repeat)
+        n = rollout.completion.numel()
+        results[decode] = n / seconds
+        first = first or rollout
+        same = "same tokens as " + decoders[0] if torch.equal(rollout.tokens, first.tokens) else "other tokens"
+        print(f"{decode:7s}: {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s"
+              f"  ({n / seconds / results[decoders[0]]:.2f}x {decoders[0]}; {same})", flush=True)
+    if not args.skip_naive:
+        with autocast:
+            out, seconds = timed(lambda: naive_generate(model, prompts, args.G, args.new_tokens,
+                                                        generator=torch.Generator(device).manual_seed(1)), device, 1)
+        n = out[:, first.prompt_len:].numel()
+        assert n == first.completion.numel(), "every row emitted EOS before new_tokens: use more rows (--B, --G)"
+        print(f"naive  : {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s  ("
+              + ", ".join(f"{d} {results[d] * seconds / n:.0f}x faster" for d in results) + ")")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Properties of model.py: causality, left-padding invariance, KV cache, tokenizer, size, learning."""
+"""Properties of model.py: causality, left-padding invariance, KV cache (dynamic and static), tokenizer, size,
+learning, torch.compile."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -38,31 +40,33 @@ def test_left_padding_gives_the_logits_of_the_sequence_alone():
     assert (unmasked[0, -5:] - batched[0, -5:]).abs().max() > 1e-3
 
 
-def test_kv_cache_matches_full_forward_on_left_padded_batch():
-    model = tiny()
+@pytest.mark.parametrize("static", [False, True])
+def test_kv_cache_matches_full_forward_on_left_padded_batch(static, device):
+    model = tiny().to(device)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (3, 9, 6)]
     idx, mask = left_pad(prompts, 256)
     steps = torch.randint(0, 257, (3, 7), generator=g)  # (N, T) tokens fed one at a time
-    full_idx = torch.cat([idx, steps], dim=1)  # (N, P+T)
-    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)  # (N, P+T)
+    full_idx = torch.cat([idx, steps], dim=1).to(device)  # (N, P+T)
+    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1).to(device)  # (N, P+T)
     with torch.no_grad():
         full = model(full_idx, full_mask)  # (N, P+T, V)
-        cache = model.new_cache(full_idx.shape[1])
-        pieces = [model(idx, mask, cache=cache)]
+        cache = model.new_cache(full_idx.shape[1] + 5, static=static)  # 5 columns to spare: never filled
+        pieces = [model(idx.to(device), mask.to(device), cache=cache)]
         for t in range(steps.shape[1]):
-            pieces.append(model(steps[:, t:t + 1], cache=cache))
+            pieces.append(model(steps[:, t:t + 1].to(device), cache=cache))
     cached = torch.cat(pieces, dim=1)
     real = full_mask  # padding positions have no meaningful logits
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=0)
 
 
-def test_cache_repeat_interleave_matches_repeated_prompts():
+@pytest.mark.parametrize("static", [False, True])
+def test_cache_repeat_interleave_matches_repeated_prompts(static):
     model = tiny()
     idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]], 256)
     G = 3
     with torch.no_grad():
-        cache = model.new_cache(10)
+        cache = model.new_cache(10, static=static)
         model(idx, mask, cache=cache)
         cache.repeat_interleave(G)
         nxt = torch.arange(6).view(6, 1)  # (B*G, 1)
@@ -70,6 +74,58 @@ def test_cache_repeat_interleave_matches_repeated_prompts():
         ref = model(torch.cat([idx.repeat_interleave(G, 0), nxt], 1),
                     torch.cat([mask.repeat_interleave(G, 0), torch.ones(6, 1, dtype=torch.bool)], 1))[:, -1]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+def test_static_cache_steps_are_the_same_computation_on_the_same_buffers():
+    """What a CUDA graph needs: every decode step sees tensors of the same shapes at the same addresses,
+    and its column is a device tensor changed in place (no host value changes between steps)."""
+    model = tiny()
+    idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]], 256)
+    with torch.no_grad():
+        cache = model.new_cache(12, static=True)
+        model(idx, mask, cache=cache)
+        update, returned = cache.update, []
+
+        def spy(layer, k, v):  # what each layer's attention gets back from the cache
+            keys, values = update(layer, k, v)
+            returned.append((layer, tuple(keys.shape), keys.data_ptr(), values.data_ptr()))
+            return keys, values
+
+        cache.update = spy
+        steps = []
+        for t in range(4):
+            returned.clear()
+            model(torch.full((2, 1), 40 + t), cache=cache)
+            steps.append((tuple(returned), cache.valid.data_ptr(), cache.col.data_ptr()))
+    assert all(s == steps[0] for s in steps), steps
+    assert steps[0][0][0][1] == (2, 2, 12, 16)  # attention spans the whole allocation, (N, H, S_max, D)
+    assert int(cache.col) == 5 + 4  # the next column, counted on the device
+
+
+def test_new_cache_longer_than_block_size_raises_value_error():
+    with pytest.raises(ValueError, match="block_size"):
+        tiny().new_cache(CFG.block_size + 1, static=True)
+
+
+def test_compiled_forward_gives_the_eager_logits_and_gradients(device):
+    """train.py --compile: torch.compile(model) as the training forward, on a left-padded batch."""
+    if device.type != "cuda":
+        pytest.skip("compiling takes about a minute on a 2-core CPU; checked where CUDA is (tests/gpu_check.sh)")
+    model = tiny().to(device).train()
+    idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8, 9, 10], [11, 12]], 256)
+    idx, mask = idx.to(device), mask.to(device)
+    grads = []
+    for fwd in (model, torch.compile(model)):
+        logits = fwd(idx, mask)  # (N, L, V)
+        loss = F.cross_entropy(logits[:, :-1][mask[:, 1:]], idx[:, 1:][mask[:, 1:]])
+        model.zero_grad()
+        loss.backward()
+        grads.append((logits.detach(), loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (l_e, loss_e, g_e), (l_c, loss_c, g_c) = grads
+    torch.testing.assert_close(l_c, l_e, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(loss_c, loss_e, atol=1e-5, rtol=1e-5)
+    for a, b in zip(g_c, g_e):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
 
 
 def test_bytes_tokenizer_round_trips_utf8():

@@ -1,10 +1,11 @@
-"""Properties of sample.py: exact log-probs, masks and flags, early stop, group layout, seeds, distribution."""
+"""Properties of sample.py: log-probs equal the trainer's, masks and flags, early stop, group layout, seeds,
+distribution; the static and graph decoders give the plain loop's rollout; diverged models; bf16 autocast."""
 import pytest
 import torch
-import torch.nn.functional as F
 
+from grpo import completion_logprobs
 from model import GPT, GPTConfig, get_tokenizer
-from sample import Rollout, completions_text, generate
+from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 EOS = 256
@@ -27,8 +28,8 @@ class Policy(torch.nn.Module):
         bias[EOS] = eos_bias
         self.register_buffer("bias", bias)
 
-    def new_cache(self, max_len):
-        return self.gpt.new_cache(max_len)
+    def new_cache(self, max_len, static=False):
+        return self.gpt.new_cache(max_len, static)
 
     def forward(self, idx, mask=None, cache=None):
         return self.gpt(idx, mask, cache) * self.scale + self.bias  # (N, L, V)
@@ -39,25 +40,47 @@ def random_prompts(lengths, seed=0):
     return [torch.randint(0, 256, (n,), generator=g).tolist() for n in lengths]
 
 
-def seeded(seed):
-    return torch.Generator().manual_seed(seed)
+def seeded(seed, device="cpu"):
+    return torch.Generator(device).manual_seed(seed)
 
 
+def skip_graph_off_cuda(decode, device):
+    if decode == "graph" and device.type != "cuda":
+        pytest.skip("decode='graph' needs CUDA")
+
+
+@torch.no_grad()
+def trainer_logprobs(model, r, temperature):
+    """What the trainer computes for the rollout: grpo.completion_logprobs of the training forward, (N, T)."""
+    return completion_logprobs(model(r.tokens, r.mask), r.tokens, r.prompt_len, temperature)
+
+
+@torch.no_grad()
+def top_k_log_mass(model, r, temperature, k):
+    """log of the trainer's probability mass on the k most likely tokens at each completion position, (N, T).
+
+    Every token v is scored at every position by grpo.completion_logprobs (the logits at a position
+    do not depend on the token that follows it), so no shift, τ or top-k is written out here.
+    """
+    logits, P = model(r.tokens, r.mask), r.prompt_len  # (N, P+T, V)
+    every = []
+    for v in range(CFG.vocab_size):
+        seq = r.tokens.clone()  # (N, P+T)
+        seq[:, P:] = v
+        every.append(completion_logprobs(logits, seq, P, temperature))  # (N, T) log π_τ(v | prefix)
+    return torch.stack(every).topk(k, dim=0).values.logsumexp(dim=0)  # (N, T)
+
+
+@pytest.mark.parametrize("decode", ["plain", "static"])
 @pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 20), (1.5, 5), (0.0, None)])
-def test_logprobs_equal_full_forward_over_returned_tokens(temperature, top_k):
-    model = Policy(eos_bias=4.0)
-    r = generate(model, random_prompts((3, 9, 6)), G=4, max_new_tokens=12,
-                 temperature=temperature, top_k=top_k, generator=seeded(0))
+def test_logprobs_equal_the_trainers_over_returned_tokens(temperature, top_k, decode, device):
+    model = Policy(eos_bias=4.0).to(device)
+    r = generate(model, random_prompts((3, 9, 6)), G=4, max_new_tokens=12, temperature=temperature, top_k=top_k,
+                 generator=seeded(0, device), decode=decode)
     assert r.logprobs.dtype == torch.float32 and r.completion_mask.dtype == torch.bool
-    P, T = r.prompt_len, r.completion.shape[1]
-    with torch.no_grad():
-        logits = model(r.tokens, r.mask).float()[:, P - 1:-1]  # (N, T, V): column t-1 predicts token t
-    if temperature > 0:  # greedy log-probs are documented as log_softmax at τ = 1
-        logits = logits / temperature
-    if top_k is not None:
-        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (N, T, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    ref = F.log_softmax(logits, dim=-1).gather(-1, r.completion[..., None]).squeeze(-1)  # (N, T)
+    ref = trainer_logprobs(model, r, temperature)  # (N, T); greedy is scored at τ = 1, as documented
+    if top_k is not None:  # the sampler drew from π_τ renormalised over its k most likely tokens
+        ref = ref - top_k_log_mass(model, r, temperature, top_k)  # (N, T)
     m = r.completion_mask
     torch.testing.assert_close(r.logprobs[m], ref[m], atol=1e-4, rtol=0)
     assert (r.logprobs[~m] == 0).all()
@@ -87,9 +110,10 @@ def test_completion_mask_truncated_flag_and_tokens_after_eos():
         assert r.mask[i].tolist() == [False] * (P - n) + [True] * (n + T)
 
 
-def test_stops_as_soon_as_every_row_has_finished():
+@pytest.mark.parametrize("decode", ["plain", "static"])
+def test_stops_as_soon_as_every_row_has_finished(decode):
     model = Policy(eos_bias=6.0)  # EOS about every other token
-    r = generate(model, random_prompts((2, 7)), G=8, max_new_tokens=50, generator=seeded(2))
+    r = generate(model, random_prompts((2, 7)), G=8, max_new_tokens=50, generator=seeded(2), decode=decode)
     T = r.completion.shape[1]
     assert T < 50 and not r.truncated.any()
     assert r.completion_mask[:, -1].any()  # the last step was needed: some row's first EOS is there
@@ -117,18 +141,93 @@ def test_greedy_groups_are_identical_and_equal_each_prompt_decoded_alone():
         assert alone.completion[0].tolist() == seq[len(p):]
 
 
-def test_same_seed_same_rollout_different_seed_different_rollout():
+@pytest.mark.parametrize("decode", ["plain", "static"])
+def test_same_seed_same_rollout_different_seed_different_rollout(decode):
     model = Policy(eos_bias=4.0)
     prompts = random_prompts((3, 9, 6))
 
     def run(seed, global_seed):
         torch.manual_seed(global_seed)  # the global RNG must not matter when a generator is given
-        return generate(model, prompts, G=4, max_new_tokens=12, top_k=50, generator=seeded(seed))
+        return generate(model, prompts, G=4, max_new_tokens=12, top_k=50, generator=seeded(seed), decode=decode)
 
     a, b, c = run(0, 1), run(0, 2), run(1, 1)
     for name in ["tokens", "mask", "completion_mask", "truncated", "logprobs"]:
         assert torch.equal(getattr(a, name), getattr(b, name)), name
     assert not torch.equal(a.tokens, c.tokens)
+
+
+# (temperature, top_k, eos_bias, max_new_tokens, how the rollouts end)
+EQUIVALENCE_CASES = [(1.0, None, 4.0, 40, "stop"), (0.7, 20, 2.0, 40, "stop"), (1.5, 5, 2.0, 40, "stop"),
+                     (1.0, None, -2.0, 12, "truncate"), (0.0, None, 0.0, 20, "truncate")]
+
+
+@pytest.mark.parametrize("temperature,top_k,eos_bias,max_new_tokens,ending", EQUIVALENCE_CASES)
+def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eos_bias, max_new_tokens, ending,
+                                                          device):
+    """Same seed, same left-padded prompts: the same tokens, masks, T and flags, log-probs to float
+    rounding, and the generator left in the same state, although the static decoder checks for the
+    end only every SYNC_EVERY steps and so runs past it. "graph" is compared on CUDA only."""
+    model = Policy(eos_bias=eos_bias).to(device)
+    prompts = random_prompts((3, 9, 6, 14), seed=7)
+    lengths = []
+    for seed in range(4):
+        rollouts, states = {}, {}
+        for decode in DECODERS if device.type == "cuda" else ("plain", "static"):
+            gen = seeded(seed, device)
+            rollouts[decode] = generate(model, prompts, G=4, max_new_tokens=max_new_tokens, temperature=temperature,
+                                        top_k=top_k, generator=gen, decode=decode)
+            states[decode] = gen.get_state()
+        plain = rollouts.pop("plain")
+        for decode, r in rollouts.items():
+            assert r.prompt_len == plain.prompt_len, decode
+            for name in ["tokens", "mask", "completion_mask", "truncated"]:
+                assert torch.equal(getattr(r, name), getattr(plain, name)), (decode, name)
+            torch.testing.assert_close(r.logprobs, plain.logprobs, atol=1e-5, rtol=0)
+            assert torch.equal(states[decode], states["plain"]), decode
+        lengths.append(plain.completion.shape[1])
+    if ending == "truncate":
+        assert lengths == [max_new_tokens] * 4
+    else:  # some rollout ended after a few end checks, between two of them
+        assert any(SYNC_EVERY < T < max_new_tokens and T % SYNC_EVERY for T in lengths), lengths
+
+
+def test_static_decoder_leaves_the_global_rng_as_the_plain_loop_does(device):
+    model = Policy(eos_bias=4.0).to(device)
+    get_state = torch.cuda.get_rng_state if device.type == "cuda" else torch.get_rng_state
+    lengths = []
+    for seed in range(4):
+        out = {}
+        for decode in ("plain", "static"):
+            torch.manual_seed(seed)  # generator=None: the global RNG
+            r = generate(model, random_prompts((3, 9)), G=4, max_new_tokens=40, decode=decode)
+            out[decode] = r.tokens, get_state()
+        assert torch.equal(out["plain"][0], out["static"][0])
+        assert torch.equal(out["plain"][1], out["static"][1])
+        lengths.append(out["plain"][0].shape[1] - 9)
+    # the static decoder ran steps past the end, and gave their numbers back
+    assert any(T < 40 and T % SYNC_EVERY for T in lengths), lengths
+
+
+def test_unknown_decoder_and_graph_off_cuda_raise_value_errors_that_say_what_to_change():
+    model, prompts = Policy(), random_prompts((3,))
+    with pytest.raises(ValueError, match="plain, static, graph"):
+        generate(model, prompts, G=2, max_new_tokens=4, decode="fast")
+    with pytest.raises(ValueError, match="decode='static' or 'plain'"):
+        generate(model, prompts, G=2, max_new_tokens=4, decode="graph")  # the model is on the CPU
+
+
+@pytest.mark.parametrize("decode", DECODERS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 5), (0.0, None)])
+def test_non_finite_logits_give_non_finite_logprobs_not_an_exception(temperature, top_k, bad, decode, device):
+    """A diverged model must not crash the sampler: the trainer checks Rollout.logprobs once per step."""
+    skip_graph_off_cuda(decode, device)
+    model = Policy().to(device)
+    model.bias[7] = bad  # every position's logits hold a NaN or an inf
+    r = generate(model, random_prompts((3, 5)), G=2, max_new_tokens=6, temperature=temperature, top_k=top_k,
+                 generator=seeded(0, device), decode=decode)
+    assert not torch.isfinite(r.logprobs[r.completion_mask]).any()
+    assert ((r.completion >= 0) & (r.completion < CFG.vocab_size)).all()  # token ids the trainer can index with
 
 
 def chi2(counts, p):
@@ -139,19 +238,20 @@ def chi2(counts, p):
     return float(((counts[keep] - n * p[keep]) ** 2 / (n * p[keep])).sum())
 
 
-def test_first_token_frequencies_match_softmax_over_top_k():
-    model, prompt, tau, k, n = Policy(eos_bias=0.0), [5, 6, 7, 8], 0.8, 10, 20_000
-    r = generate(model, [prompt], G=n, max_new_tokens=1, temperature=tau, top_k=k, generator=seeded(4))
-    counts = torch.bincount(r.completion[:, 0], minlength=CFG.vocab_size).double()  # (V,)
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt]))[0, -1].double()  # (V,)
+def test_first_token_frequencies_match_the_trainers_distribution_within_top_k(device):
+    model, prompt, tau, k, n = Policy(eos_bias=0.0).to(device), [5, 6, 7, 8], 0.8, 10, 20_000
+    r = generate(model, [prompt], G=n, max_new_tokens=1, temperature=tau, top_k=k, generator=seeded(4, device))
+    counts = torch.bincount(r.completion[:, 0].cpu(), minlength=CFG.vocab_size).double()  # (V,)
+    every = torch.tensor([prompt + [v] for v in range(CFG.vocab_size)], device=device)  # (V, P+1) each first token
 
     def expected(tau, k):
-        z = logits / tau
-        top = z.topk(k).indices
-        p = torch.zeros_like(z)
-        p[top] = torch.softmax(z[top], dim=0)
-        return p  # (V,)
+        """The trainer's π_τ(v | prompt) for every v (grpo.completion_logprobs), kept on its k most likely."""
+        with torch.no_grad():
+            logp = completion_logprobs(model(every), every, len(prompt), tau)[:, 0].double().cpu()  # (V,)
+        top = logp.topk(k).indices  # (k,)
+        p = torch.zeros_like(logp)  # (V,)
+        p[top] = torch.softmax(logp[top], dim=0)  # renormalised over the k
+        return p
 
     p = expected(tau, k)
     assert (n * p[p > 0]).min() > 100  # every cell is well populated, so χ² is accurate
@@ -161,13 +261,39 @@ def test_first_token_frequencies_match_softmax_over_top_k():
     # ... and the same bound has power: a temperature 25% off, or k one off, is 5x beyond it
     for wrong in [expected(tau * 1.25, k), expected(tau / 1.25, k), expected(tau, k - 1), expected(tau, k + 1)]:
         assert chi2(counts, wrong) > 5 * 60
+    # the sampler's own log-probs are those of the distribution it drew from
+    torch.testing.assert_close(r.logprobs[:, 0].double().exp().cpu(), p[r.completion[:, 0].cpu()], atol=1e-5, rtol=0)
 
 
-def test_sampling_under_autocast_keeps_float32_logprobs():
+@pytest.mark.parametrize("decode", ["plain", "static"])
+def test_sampling_under_autocast_keeps_float32_logprobs(decode):
     model = Policy(eos_bias=4.0)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        r = generate(model, random_prompts((3, 5)), G=2, max_new_tokens=6, generator=seeded(5))
+        r = generate(model, random_prompts((3, 5)), G=2, max_new_tokens=6, generator=seeded(5), decode=decode)
     assert r.logprobs.dtype == torch.float32 and r.tokens.dtype == torch.long
+
+
+# bf16 keeps 8 significant bits: two forwards that add up the same numbers in a different order (one
+# token at a time from the cache, or the whole sequence at once) round differently, by up to ~0.4% of
+# each intermediate value. On this test's model and rollout, bf16 autocast on a CPU gives a largest gap
+# of 0.009 nats, while a trainer whose τ is 25% off the sampler's gives 0.58 (checked below, so the
+# bound can fail); the bound leaves GPU kernels ten times the CPU's rounding.
+BF16_MAX_GAP = 0.1  # nats, the largest |sampler - trainer| log-prob over the completion tokens
+
+
+@pytest.mark.parametrize("decode", DECODERS)
+def test_bf16_autocast_sampler_and_trainer_logprobs_agree(decode, device):
+    if device.type != "cuda" or not torch.cuda.is_bf16_supported():
+        pytest.skip("bf16 autocast is what train.py uses on CUDA; the CPU runs float32")
+    model = Policy(eos_bias=2.0).to(device)
+    tau = 0.9
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        r = generate(model, random_prompts((3, 9, 6, 20)), G=8, max_new_tokens=40, temperature=tau,
+                     generator=seeded(0, device), decode=decode)
+        gap = (r.logprobs - trainer_logprobs(model, r, tau)).abs()[r.completion_mask]  # (tokens,)
+        wrong_tau = (r.logprobs - trainer_logprobs(model, r, tau * 1.25)).abs()[r.completion_mask]
+    assert gap.max() < BF16_MAX_GAP, f"largest gap {gap.max():.4f} nats, mean {gap.mean():.5f}"
+    assert wrong_tau.max() > BF16_MAX_GAP  # the bound can fail
 
 
 def test_too_long_raises_value_error_that_says_what_to_change():
