@@ -1,50 +1,48 @@
 """
-reward.py: a rule-based math verifier. It reads the final answer of a completion o, compares it
-exactly with a gold answer, and pays the reward r that GRPO's advantages are computed from:
+reward.py: a rule-based math verifier. It reads the final answer of a completion o, compares it exactly with a
+gold answer, and pays the reward r that GRPO's advantages are computed from:
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
-extract_answer(o) applies these rules in order; a refusal is final (no fall-back to an earlier mark):
-  1. Cut at the first end-of-turn token (<|im_end|>, <|eot_id|>, </s>, <|end|>, <end_of_turn>, <|endoftext|>...).
-  2. Thinking is not answering: text up to the last </think> goes when text follows it; so does an unclosed <think>
-     (up to an <answer> that follows it, else to the end).
-  3. Code blocks (```...```), HTML comments (<!-- -->) and LaTeX comments (% to the end of the line) are blanked.
-  4. Answer statements are: an <answer>...</answer> tag; a \\boxed{} or \\fbox{} (the outermost; an unclosed or
-     overlong box runs to the end); a `#### x` mark (not a heading: `#### Step 1`, `#### 1. Compute`, `####`
-     alone); an answer phrase, any case: "the answer is", "Answer:", "**Final answer:**", "answer isn't", ...
-  5. A line opening Q:/Question: after the first statement is a run-on into a new problem: it is cut with the rest.
-  6. The answer is the LAST statement by position. None: no answer (with last_number=True, the last number).
-     More than MAX_STATEMENTS marks (a looping completion): no answer.
-  7. Its text: a box's or tag's content; after #### or a phrase, up to the clause's end (". ", ", since", " (",
-     a line end), or the next line when the phrase ends its line. Longer than MAX_ANSWER_CHARS: not a number.
-  8. Refused (no answer): doubt around it in its sentence: not, n't, or, maybe, if, whether, guess, a `?`;
-     a negated phrase ("the answer isn't"); an operator or factor glued to a box (-\\boxed{42}, 2\\boxed{21},
-     \\boxed{42} \\times 10^3, \\boxed{5}!).
-  9. Refused: a retraction after it, in its sentence or anywhere later (wait, actually, wrong, mistake, "No,"...).
-parse_number(s), applied alike to the answer and the gold, reads one exact value or gives None:
- 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {}; drop $, \\(, **, `, %, ^\\circ; unicode minus and dashes
-     are -; `- 7` is -7; 10{,}000, 10\\,000 and 1,\\!000 are 10000; x = 5 and 5 + 5 + 1 = 11 give the last side.
- 11. Up to MAX_UNIT_WORDS plain words may follow the number (18 eggs, 12 miles per hour, 5 \\text{cm}^2): they
-     are units; an operator, hedge or multiplier word (or, to, times, dozen, million) is not.
- 12. The number: -7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34; commas only as thousands groups: 1,234 and
-     3,125 are numbers (3,125 pays gold 3125), 42,43 and 1, 2 are not. ASCII digits, at most MAX_DIGITS.
- 13. Exact: Fraction equality, no float tolerance, no ×100 for percents, no eval; 1e3, \\sqrt{2}, \\pi do not parse.
-A completion's answer is a hedge if it lists several: only the last statement counts, so listing gains nothing,
-a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer, and `41 or 42` parses to nothing.
-Format bonus b in [0, 0.1], 0 by default: paid when the final statement is a tag, box or #### whose value
-parses, on the last non-blank line (R1 pays its <think>/<answer> layout; prose earns none here).
+extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to the answer and the gold alike.
+ 1. Cut at the first end-of-turn token: <|im_end|>, <|eot_id|>, </s>, <|end|>, <end_of_turn>, <|endoftext|>, ...
+ 2. Thinking is not answering: text up to the last </think> goes if text follows it; so does an unclosed <think>.
+ 3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
+ 4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading
+    (`#### Step 1`, `#### 1. Compute`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**").
+ 5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
+ 6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
+ 7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
+    next line if the phrase ends its line. An answer written as a sentence with one plain number is that number.
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, "?", "is the answer \\boxed{42}");
+    a negated phrase; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{42} \\times 10^3, \\boxed{5}!
+ 9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
+10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, ^\\circ; unicode minuses are -.
+11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
+    An equation gives its last side: x = 5 is 5, x = 5 + 5 + 1 = 11 is 11.
+12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
+    thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
+13. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
+    percents, no eval. 1e3, \\sqrt{2}, \\pi, forty-two do not parse. No answer never counts as the value 0.
+So a final statement that is refused or holds no number (no solution, \\pi, a box cut off or too long) pays 0 and
+never falls back to an earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer;
+listing answers gains nothing, as only the last counts, and a hedge (`41 or 42`, `42. Or maybe 41.`) pays 0.
+Not read: prose with no answer mark ("So she makes $18."), number words, sets, intervals and expressions.
+Format bonus b in [0, 0.1], 0 by default (R1's format reward, kept small): paid when the final statement is a
+tag, box or #### whose value parses, on the completion's last non-blank line; a prose phrase earns none.
 
 Where this departs from DeepSeekMath:
   - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision).
     We use a rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact, cheap, nothing to exploit.
   - Outcome reward only: one number per completion, no per-step (process) reward.
-Bounded time on hostile input: each regex has no nested quantifier and runs once over the text; marks,
-boxes and answers are capped in length and number; numbers are capped before Fraction.
+Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex
+has a nested quantifier, and every value, box and window read is capped in length.
 
-The end of the file holds correct() (the verdict, for accuracy: never the reward's value) and the
-evaluation metrics pass@k and maj@k, both unbiased over all k-subsets of the n samples of a problem.
+The end of the file holds correct() (the verdict: count accuracy with it, never with the reward's value)
+and the evaluation metrics pass@k and maj@k, both exact averages over all k-subsets of a problem's n samples.
 """
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -52,40 +50,34 @@ from fractions import Fraction
 
 import torch
 
-MAX_MARKS = 64           # answer marks tried from the end (and from the start) before giving up: no answer
-RETRACT_CHARS = 4000     # how far after the final answer a retraction ("wait", "wrong") is looked for
+MAX_MARKS = 64           # answer marks tried from the end (or the start) before giving up: no answer
 MAX_ANSWER_CHARS = 200   # a longer answer, or a box that does not close within it, is not a number
+RETRACT_CHARS = 4000     # how far after the final answer a retraction ("wait", "wrong") is looked for
 MAX_DIGITS = 100         # longest number parsed, in characters: far below int()'s 4,300 digits
 MAX_UNIT_WORDS = 4
 MAX_FORMAT_BONUS = 0.1
 END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
               "<|eom_id|>", "<|im_start|>", "<eos>", "<\uff5cend\u2581of\u2581sentence\uff5c>")
 UNIT_WORDS = frozenset("""
-    dollar dollars cent cents percent usd
-    second seconds sec secs minute minutes min mins hour hours hr hrs day days week weeks
-    month months year years
-    mile miles km kilometer kilometers kilometres meter meters metre metres m cm mm
-    foot feet ft inch inches yard yards
-    pound pounds lb lbs ounce ounces oz kg kilogram kilograms gram grams g
-    gallon gallons liter liters litre litres ml
-    degree degrees unit units square sq cubic per
+    dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour hours hr hrs
+    day days week weeks month months year years mile miles km kilometer kilometers kilometres meter meters metre
+    metres m cm mm foot feet ft inch inches yard yards pound pounds lb lbs ounce ounces oz kg kilogram kilograms
+    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per
 """.split())  # may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
 NOT_UNITS = frozenset("""
-    a an the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if than more
-    less fewer greater smaller larger squared cubed hundred thousand million billion trillion dozen dozens half
-    halves quarter quarters third thirds pi approximately roughly about around nearly
-""".split()) - {"a", "an"}  # "18 dollars an hour" is a unit
+    the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if than more less
+    fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately roughly
+    about around nearly
+""".split())
+MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9,
+               "trillion": 10**12}  # as the first word after a number: 1.5 million is 1500000
 
 # ----------------------------------------------------------------------------- extraction
 
 _MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER")  # each found with str.find
-_END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))
-_HIDDEN = (  # rule 3: (the literal that opens it, the pattern, its replacement)
-    ("```", re.compile(r"```.*?(?:```|\Z)", re.S), "\n"),              # code blocks
-    ("<!--", re.compile(r"<!--.*?(?:-->|\Z)", re.S), " "),              # HTML comments
-    ("~~", re.compile(r"~~[^~\n]*~~"), " "),                            # ~~struck out~~
-    ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*"), " "),      # LaTeX comments, not 50% or 50 %
-)
+_DELIMITED = (("```", "```", "\n"), ("<!--", "-->", " "))  # rule 3: code blocks, HTML comments (open, close, blank)
+_HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")),                        # ~~struck out~~
+           ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))   # LaTeX comments, not 50% or 50 %
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
 _PHRASE = re.compile(r"(?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[ \t]*(?::|=|is\b|was\b|"
@@ -95,33 +87,43 @@ _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _LEAD = re.compile(r"[ \t:*}]*(?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also|"
                    r"actually|equal to)\b|)[ \t,]*", re.I)
 _NOT_VALUE = re.compile(r"(?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified|"
-                        r"confirmed|as follows|below|above|shown|given|the same|that)\b", re.I)
+                        r"confirmed|as follows|below|above|shown|given|the same|that)\b", re.I)  # a verdict
 _OPENERS = re.compile(r"(?:\s|\$|\\\[|\\\(|\*)*")
-_VALUE_END = re.compile(r"\.(?=\s|$)|[!?;<\n]|,(?=[ \t]+[^\d\s-])|[ \t]\(|[ \t]\u2014|\*\*")
+_VALUE_END = re.compile(r"\.(?=\s|$)|[!?;<\n\u2600-\u27bf\U0001f300-\U0001faff]|,(?=[ \t]+[^\d\s-])|[ \t]\("
+                        r"|[ \t]\u2014|\*\*")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _CLAUSE_START = re.compile(r"[.!?;](?=\s)|[!?\n]|,\s")
 _DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether|"
                     r"suppose|guess|approximately|roughly|thought|at first|first (?:try|attempt|guess)|initially|"
-                    r"originally)\b|n['\u2019]t\b|\?", re.I)
+                    r"originally)\b|n['\u2019]t\b|\?|^\s*(?:is|are|was|were|do|does|did|can|could|would|should|"
+                    r"will)\b", re.I)  # ... and a clause that opens like a question: "is the answer \boxed{42}"
 _RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
-                      r"recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|scratch that|kidding|typo|"
-                      r"i meant|guess\w*|give up|no idea|(?:can['\u2019]?t|cannot|couldn['\u2019]t) (?:solve|determine|"
-                      r"tell)|(?:do|did)n['\u2019]t know)\b|[\u2717\u274c]|(?:^|[.!?]\s)\s*(?:or|no)\b", re.I | re.M)
+                      r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
+                      r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|"
+                      r"correct (?:value|result|number|total) is|(?:can['\u2019]?t|cannot|couldn['\u2019]t) "
+                      r"(?:solve|determine|tell)|(?:do|did)n['\u2019]t know)\b|\bedit:|[\u2717\u274c]"
+                      r"|(?:\bnot|n['\u2019]t)(?: be)?(?: quite)?(?: the)? (?:right|correct)\b"
+                      r"|\bnot really|(?:^|[.!?;\u2014]\s)\s*(?:or|no)\b", re.I | re.M)
 _MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
+_OPERATOR_WORDS = (r"times|plus|minus|divided|squared|cubed|dozens?|hundreds?|thousands?|millions?|billions?|"
+                   r"trillions?")
 _GLUED_BEFORE = re.compile(r"(?:[0-9{|}]|(?<!\\)[(\[]|(?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]"
                            r"|(?<!\*)\*|" + _MATH_OPS + r"|\\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[ \t]*)\Z")
 _BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[ \t]*(?:[-+*/^=\u2248\u2260\u00b1"
-                            r"\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS + r"|(?:\\text\{|\\mbox\{|)[ \t]*"
-                            r"(?:times|plus|minus|divided|over|squared|cubed|dozens?|hundreds?|thousands?|millions?|"
-                            r"billions?)\b))")
-_RUN_ON = re.compile(r"\n[ \t]*(?:\*\*)?Q(?:uestion)?:")
+                            r"\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS + r"|(?:\\text\{|\\mbox\{|)[ \t]*(?:over|"
+                            + _OPERATOR_WORDS + r")\b))")
+_NUMBER_RUN = re.compile(r"[0-9][0-9,./]*")
+_NOT_SOLE = re.compile(r"[*^=<>\u00d7\u00f7\u2248+]|\\[a-z]+|\b(?:" + _OPERATOR_WORDS + r"|negative|under|above|below|"
+                       r"square of|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|"
+                       r"about|around|nearly|almost|approx\w*|roughly|up to|mod)\b", re.I)
+_RUN_ON = re.compile(r"Q(?:uestion)?:")  # at a line's start (rule 5)
 _DIGIT_CHARS = "0123456789"
 
 
 def _preprocess(text):
     """Rules 1-3: the completion up to its first end token, without thinking, code or comments."""
-    end = _END_TOKEN.search(text)
-    text = text[:end.start()] if end else text
+    if "<" in text:
+        text = text[:min((i for i in map(text.find, END_TOKENS) if i >= 0), default=len(text))]
     i = text.rfind("</think>")
     if i >= 0 and text[i + 8:].strip():
         text = text[i + 8:]
@@ -129,10 +131,25 @@ def _preprocess(text):
     if j >= 0 and "</think>" not in text[j:]:
         k = text.find("<answer>", j)
         text = text[:j] + ("\n" + text[k:] if k >= 0 else "")
-    for literal, pattern, blank in _HIDDEN:
+    for opening, closing, blank in _DELIMITED:
+        text = _blank(text, opening, closing, blank)
+    for literal, pattern in _HIDDEN:
         if literal in text:
-            text = pattern.sub(blank, text)
+            text = pattern.sub(" ", text)
     return text
+
+
+def _blank(text, opening, closing, blank):
+    """The text with each span from `opening` to `closing` replaced by `blank`; an unclosed span, or any
+    after the first MAX_MARKS, runs to the end."""
+    parts, i = [], 0
+    j = text.find(opening)
+    while j >= 0:
+        k = text.find(closing, j + len(opening)) if len(parts) < 2 * MAX_MARKS else -1
+        parts += [text[i:j], blank]
+        i = len(text) if k < 0 else k + len(closing)
+        j = text.find(opening, i)
+    return "".join(parts) + text[i:] if parts else text
 
 
 def _close_brace(text, i):
@@ -172,16 +189,16 @@ def _statement_at(text, mark, p):
 def _find_statement(text, last):
     """The first (or, last=True, the last) answer statement of the text, or None; only the MAX_MARKS marks
     nearest that end are tried. Each kind of mark is found with str.find or str.rfind: one fast pass."""
-    at = {mark: text.rfind(mark) if last else text.find(mark) for mark in _MARKS}
+    at = [text.rfind(mark) if last else text.find(mark) for mark in _MARKS]
     for _ in range(MAX_MARKS):
-        found = [(p, mark) for mark, p in at.items() if p >= 0]
-        if not found:
+        p = max(at) if last else min((p for p in at if p >= 0), default=-1)
+        if p < 0:
             return None
-        p, mark = max(found) if last else min(found)
-        statement = _statement_at(text, mark, p)
+        i = at.index(p)
+        statement = _statement_at(text, _MARKS[i], p)
         if statement:
             return statement
-        at[mark] = text.rfind(mark, 0, p + len(mark) - 1) if last else text.find(mark, p + 1)
+        at[i] = text.rfind(_MARKS[i], 0, p + len(_MARKS[i]) - 1) if last else text.find(_MARKS[i], p + 1)
     return None
 
 
@@ -213,13 +230,36 @@ def _clause_value(text, kind, i):
     return start, end.start() if end else line_end
 
 
+def _sole_number(sentence):
+    """The one number of an answer written as a sentence ("**Answer:** Janet makes **$18** a day."), or None if
+    it holds none or several, doubt, an operator, a comparison or a LaTeX command."""
+    runs = list(_NUMBER_RUN.finditer(sentence))
+    if len(runs) != 1 or _DOUBT.search(sentence) or _NOT_SOLE.search(sentence.replace("**", "")):
+        return None
+    i, j = runs[0].span()
+    if sentence[j:j + 1].isalpha() or sentence[i - 1:i].isalpha():  # 42nd, x42
+        return None
+    sign = "-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else ""
+    return sign + runs[0].group().rstrip(".,")
+
+
+def _run_on(text, i):
+    """Where the first line at or after text[i] that opens with Q: or Question: starts, or None."""
+    for m in itertools.islice(_RUN_ON.finditer(text, i), MAX_MARKS):
+        line = text.rfind("\n", max(0, m.start() - 40), m.start())
+        if line >= 0 and not text[line:m.start()].strip(" \t\n*"):
+            return line
+    return None
+
+
 def _final_answer(text):
     """(answer or None, kind, on_last_line, text) after rules 1-9: the kind of the final statement (None: there
     is none), whether it ends on the completion's last non-blank line, and the text after rules 1-5."""
     text = _preprocess(text)
-    first = _find_statement(text, last=False)
-    run_on = _RUN_ON.search(text, first[2]) if first else None
-    text = text[:run_on.start()] if run_on else text
+    if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
+        first = _find_statement(text, last=False)
+        run_on = first and _run_on(text, first[2])
+        text = text[:run_on] if run_on else text
     statement = _find_statement(text, last=True)
     statement = statement and _outermost(text, statement)
     if not statement:
@@ -236,13 +276,18 @@ def _final_answer(text):
     else:
         start, end = _clause_value(text, kind, mark_end)
         after = end
+    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
+    if kind in ("tag", "phrase", "title") and answer and parse_number(answer) is None:  # a sentence (rule 7)
+        if kind != "tag":
+            sentence = _SENTENCE_END.search(text, start, start + MAX_ANSWER_CHARS)
+            end = after = sentence.start() if sentence else start  # no sentence end in reach: no sentence
+        answer = _sole_number(text[start:end]) or answer
     before = text[max(0, s - 100):s]
-    clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0):]
+    clause = _CLAUSE_START.split(before)[-1]
     sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
     sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
     doubt = _DOUBT.search(clause) or _DOUBT.search(text, after, sentence_end)
-    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
-    if doubt or _RETRACT.search(text, after, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
+    if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, kind, False, text
     line_end = text.find("\n", after)
     return answer, kind, line_end < 0 or not text[line_end:].strip(), text
@@ -264,9 +309,7 @@ def _last_number(text):
 def extract_answer(text, *, last_number=False):
     """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
     answer, kind, _, text = _final_answer(text)
-    if kind is None and last_number:
-        return _last_number(text)
-    return answer
+    return _last_number(text) if kind is None and last_number else answer
 
 # ----------------------------------------------------------------------------- parsing
 
@@ -276,7 +319,7 @@ _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|
 _INNER_WRAPPER = re.compile(_WRAPPER.pattern + r"([^{}]*)\}")
 _JUNK = re.compile(r"\\\$|\$|\\[()\[\]]|\*\*|`|\\%|%|\\!|\u00b0|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\left|\\right|"
                    r"\\displaystyle|[\u20ac\u00a3\u00a5]")
-_SPACING = re.compile(r"\\[,;: ]|\\q?quad|~")
+_SPACING = re.compile(r"\\[,;: ]|\\q?quad|(?<=\S)~")  # a leading ~ means "about": not a number
 _UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])")
 _COMPARISON = re.compile(r"[<>!\u2264\u2265\u2248\u2260]|\\(?:le|ge|ne|approx|sim|pm)")
 _SIGN = re.compile(r"^([-+])\s+")
@@ -309,18 +352,19 @@ def _ratio(a, b):
     return None if x is None or y is None or y == 0 else x / y
 
 
-def _unit_words_ok(unit, glued):
-    """True if `unit` (what follows the number) is at most MAX_UNIT_WORDS plain nouns (rule 11)."""
-    words = unit.lower().replace("\u2019", "'").split()
+def _unit_factor(unit, glued):
+    """What the words after a number multiply it by (rule 11): 1 for at most MAX_UNIT_WORDS plain nouns
+    ('eggs per day'), MULTIPLIERS for a first 'million' or 'dozen'; None if they are not units ('or 41')."""
+    words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
+    factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
     if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
-        return False
-    for w in words:
-        w = w[:-2] if w.endswith("'s") else w
+        return None
+    for w in words[factor != 1:]:
         parts = w.replace("/", "-").split("-")
-        if not all(p.isascii() and p.isalpha() for p in parts) or w in NOT_UNITS or (len(w) < 2 and w not in
-                                                                                      UNIT_WORDS | {"a"}):
-            return False
-    return True
+        if (not all(p.isascii() and p.isalpha() for p in parts) or w in NOT_UNITS or w.rstrip("s") in MULTIPLIERS
+                or (len(w) < 2 and w not in UNIT_WORDS and w != "a")):
+            return None
+    return factor
 
 
 def _normalize(s):
@@ -363,19 +407,20 @@ def _parse(s):
     s = _normalize(s)
     if not s:
         return None
-    head = s.rstrip(_UNIT_CHARS)
-    if any(c.isalpha() for c in s[len(head):]):  # rule 11: '18 eggs', '5kg'
-        if not head or not _unit_words_ok(s[len(head):], glued=not s[len(head)].isspace()):
+    head, factor = s.rstrip(_UNIT_CHARS), 1
+    if any(c.isalpha() for c in s[len(head):]):  # rule 11: '18 eggs', '5kg', '1.5 million'
+        factor = head and _unit_factor(s[len(head):], glued=not s[len(head)].isspace())
+        if not factor:
             return None
         s = head.strip()
     frac = _FRAC.fullmatch(s)
     if frac:
         sign, a, a1, b, b1 = frac.groups()
         value = _ratio(a or a1, b or b1)
-        return -value if value is not None and sign == "-" else value
-    if s.count("/") == 1:
-        return _ratio(*s.split("/"))
-    return _decimal(s)
+        value = -value if value is not None and sign == "-" else value
+    else:
+        value = _ratio(*s.split("/")) if s.count("/") == 1 else _decimal(s)
+    return None if value is None else value * factor
 
 
 def is_correct(pred, gold):

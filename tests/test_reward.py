@@ -56,16 +56,18 @@ PARSES = [
     ("18 dollars", 18), ("18 dollars.", 18), ("12 miles per hour", 12), ("5kg", 5), ("5 m", 5),
     ("42 apples", 42), ("18 eggs per day", 18), ("18 dollars an hour", 18), ("60 km/h", 60),
     (r"42 \text{ apples}", 42), ("3 children's books", 3), (r"\frac{3}{4} cup", F(3, 4)),
+    ("12 dozen", 144), ("3 dozen eggs", 36), ("1.5 million", 1500000), ("$1.2 million dollars", 1200000),
+    ("3 thousand", 3000), (r"2.5\text{ billion}", 2500000000),
     ("x = 5", 5), ("n=12", 12), ("x = 5 + 5 + 1 = 11", 11), (r"x = \frac{3}{4}", F(3, 4)),
     ("$1,234.50 dollars.", F(246900, 200)), ("$-3.25", F(-13, 4)), (42, 42), (F(3, 4), F(3, 4)),
 ]
 NOT_NUMBERS = [
-    "", "   ", "$", "-", ".", "/", "dollars", "12 dozen", "41 or 42", "42, 43", "42,43", "1,23", "1,2345",
+    "", "   ", "$", "-", ".", "/", "dollars", "dozen", "~42", "5 thousand million", "41 or 42", "42, 43", "42,43", "1,23", "1,2345",
     "12,345,67", ",123", "3, 125", "1e3", "inf", "nan", "0x1A", "1_000", r"\sqrt{2}", r"\pi", r"2\pi", "1/0",
     r"\frac{1}{0}", r"\frac{a}{2}", "1/2/3", "4 2", "--5", "5-", "\u0664\u0662", "\u00bd", "1.2.3",
     "1" * 101, "1" * 5000, "9" * 200 + "/1", None, [42],
-    "x", "5x", "18th", "2n", r"2\frac{1}{2}", "42 or more", "42 to 44", "42 squared", "1.5 million",
-    "3 thousand", "42 times 10", "5 plus 1", r"42 \times 10^3", "42^2", "x = 5, y = 3", r"x \le 5", "x <= 5",
+    "x", "5x", "18th", "2n", r"2\frac{1}{2}", "42 or more", "42 to 44", "42 squared",
+    "42 times 10", "5 plus 1", r"42 \times 10^3", "42^2", "x = 5, y = 3", r"x \le 5", "x <= 5",
     r"x \approx 5", "x != 5", r"\text{no solution}", "forty-two", "42 apples and 3 pears", "a b c d e 5",
     "18 eggs per day at the market",  # more than MAX_UNIT_WORDS words is a sentence, not a unit
 ]
@@ -248,6 +250,12 @@ WORDS_AROUND = [
     ("The answer is 42.\n\nHmm, actually I think I made a mistake in step 2.", "42", False),
     ("<answer>42</answer>\nWait, no.", "42", False),
     ("My first guess is \\boxed{42}.", "42", False),
+    ("Hmm, is the answer \\boxed{42}", "42", False),               # a clause that opens like a question
+    ("\\boxed{42}\n\nUnfortunately, this is not the right answer.", "42", False),
+    ("\\boxed{42}\n\n(Not really; that's 41.)", "42", False),
+    ("The answer is 42; no, 41.", "42", False),
+    ("\\boxed{42}\n\nJust kidding, it's 41.", "42", False),
+    ("The answer is 42 \u2717", "42", False),
     # the same marks with clean words around them are paid
     ("So $x = \\boxed{42}$.", "42", True),
     ("Thus the answer is $\\boxed{42}$ apples.", "42", True),
@@ -259,6 +267,8 @@ WORDS_AROUND = [
     ("The answer is 42. I hope it is correct.", "42", True),
     ("The answer is 42. Let me know if you have any other questions!", "42", True),
     ("\\boxed{\\boxed{42}}", "42", True),
+    ("I'm not sure, but the answer is \\boxed{42}.", "42", True),  # doubt in an earlier clause
+    ("The answer is 42 \u2705", "42", True),
 ]
 
 
@@ -278,13 +288,18 @@ NOT_ANSWERS = [
     ("% \\boxed{42}\nI cannot determine the value.", "42", False),
     ("\\boxed{41} % \\boxed{42}", "41", True),
     ("It rose by 50%.\n#### 50", "50", True),               # a percent sign is not a comment
+    ("Half, 50% of 36, is 18. #### 18", "18", True),
+    ("Half, 50 % of 36, is 18. #### 18", "18", True),
     ("~~The answer is 42~~ The answer is 41.", "41", True),
     ("<think>The answer is \\boxed{42}.</think>\n<answer>41</answer>", "42", False),
     ("<think>The answer is \\boxed{42}.</think>\n<answer>41</answer>", "41", True),
     ("<think>I believe it is 42: \\boxed{42}", "42", False),  # thinking cut off: no answer given
+    ("<think>6 * 7 = 42, so \\boxed{42}.</think>\nI could not finish the problem.", "42", False),
+    ("6 * 7 = 42, so \\boxed{42}.</think>\nThe product is forty-two.", "42", False),  # the prompt opened <think>
     ("<think>so 41</think>\nThe total is 42.\n\\boxed{42}", "41", False),
     ("Q: What is 6 * 7?\n6 * 7 = 42\n#### 42", "42", True),  # opening with a Q: line does not cut it all
     ("Question: How many eggs does Janet sell?\n" + COT + "#### 18", "18", True),
+    ("Let me restate it.\nQuestion: How many eggs does Janet sell?\n" + COT + "#### 18", "18", True),
     ("#### Step 1: Multiply\n6 * 7 = 42\n#### 42", "42", True),
     ("#### 42\n\n#### Step 2: Check", "42", True),
     ("#### 1. Compute\n6 * 7 = 42", "1", False),              # a numbered heading is not an answer
@@ -384,11 +399,33 @@ NOUNS_AND_EQUATIONS = [
     ("Solving gives $\\boxed{x = 5}$.", "5", True),
     ("So $\\boxed{x = 5 + 5 + 1 = 11}$.", "11", True),
     ("The answer is x = 5 + 6 = 11.", "11", True),
-    ("The answer is 42 dozen.", "42", False),
-    ("The answer is 42 thousand.", "42", False),
+    ("The answer is 42 dozen.", "42", False), ("The answer is 3 dozen.", "36", True),
+    ("The answer is 42 thousand.", "42", False), ("The answer is $1.2 million.", "1200000", True),
     ("The answer is 11 = 5 + 6.", "11", False),
     ("$\\boxed{x = 5, y = 3}$", "3", False),
 ]
+
+
+ANSWER_SENTENCES = [  # an answer written as a sentence is read when it holds one plain number
+    (COT + "\n**Answer:** Janet makes **$18** every day at the farmers' market.", "18", True),
+    (COT + "\n### Answer\n\nJanet makes **$18** per day.", "18", True),
+    ("<think>9 * 2 = 18</think>\n<answer>Janet makes $18 a day.</answer>", "18", True),
+    (COT + "The answer is 18 eggs sold at the market each day.", "18", True),
+    ("The answer is forty-two (42).", "42", True),
+    ("The temperature at noon was 5 degrees. Answer: The temperature fell to -3 degrees.", "-3", True),
+    ("Answer: Kim has 12 more boxes than Sam.", "12", False),       # a difference, not a total
+    ("Answer: Janet makes $18 a day, or $126 a week.", "18", False),  # two numbers
+    ("Answer: It is not 42.", "42", False),
+    ("The answer is the 42nd prime.", "42", False),
+    ("The answer is at least 42.", "42", False),
+    ("The answer is almost 42.", "42", False),
+    ("Answer: 42? I think so.", "42", False),
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", ANSWER_SENTENCES)
+def test_answers_written_as_sentences(completion, gold, paid):
+    check([(completion, gold, paid)])
 
 
 @pytest.mark.parametrize("completion, gold, paid", ANSWER_TAGS)
@@ -788,7 +825,7 @@ def test_no_regex_has_nested_quantifiers():
     assert nested_repeats(_re_parser.parse(r"(?:a+b)+")) == 1  # the check itself can fail
     assert nested_repeats(_re_parser.parse(r"(?:ab)?c*")) == 0
     patterns = [v for v in vars(reward_module).values() if isinstance(v, re.Pattern)]
-    patterns += [p for _, p, _ in reward_module._HIDDEN]
+    patterns += [p for _, p in reward_module._HIDDEN]
     assert len(patterns) >= 20
     for p in patterns:
         assert nested_repeats(_re_parser.parse(p.pattern, p.flags)) == 0, p.pattern
