@@ -97,9 +97,11 @@ _DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|proba
                     r"suppose|guess|approximately|roughly|thought|at first|first (?:try|attempt|guess)|initially|"
                     r"originally)\b|n['\u2019]t\b|\?|^\s*(?:is|are|was|were|do|does|did|can|could|would|should|"
                     r"will)\b", re.I)  # ... and a clause that opens like a question: "is the answer \boxed{42}"
+_CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
                       r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
-                      r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|"
+                      r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|second thought|"
+                      r"messed up|miscalculat\w*|overlooked|made an? error|start over|redo|"
                       r"correct (?:value|result|number|total) is|(?:can['\u2019]?t|cannot|couldn['\u2019]t) "
                       r"(?:solve|determine|tell)|(?:do|did)n['\u2019]t know)\b|\bedit:|[\u2717\u274c]"
                       r"|(?:\bnot|n['\u2019]t)(?: be)?(?: quite)?(?: the)? (?:right|correct)\b"
@@ -109,9 +111,10 @@ _OPERATOR_WORDS = (r"times|plus|minus|divided|squared|cubed|dozens?|hundreds?|th
                    r"trillions?")
 _GLUED_BEFORE = re.compile(r"(?:[0-9{|}]|(?<!\\)[(\[]|(?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]"
                            r"|(?<!\*)\*|" + _MATH_OPS + r"|\\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[ \t]*)\Z")
-_BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[ \t]*(?:[-+*/^=\u2248\u2260\u00b1"
-                            r"\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS + r"|(?:\\text\{|\\mbox\{|)[ \t]*(?:over|"
-                            + _OPERATOR_WORDS + r")\b))")
+_BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[:,][ \t]*[0-9]|[ \t]*(?:"
+                            r"[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS
+                            + r"|(?:\\[,;:!]|~|)[ \t]*(?:\\text\{|\\mbox\{|)[ \t]*(?:over|" + _OPERATOR_WORDS
+                            + r")\b))")
 _NUMBER_RUN = re.compile(r"[0-9][0-9,./]*")
 _NOT_SOLE = re.compile(r"[*^=<>\u00d7\u00f7\u2248+]|\\[a-z]+|\b(?:" + _OPERATOR_WORDS + r"|negative|under|above|below|"
                        r"square of|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|"
@@ -286,7 +289,7 @@ def _final_answer(text):
     clause = _CLAUSE_START.split(before)[-1]
     sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
     sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
-    doubt = _DOUBT.search(clause) or _DOUBT.search(text, after, sentence_end)
+    doubt = _DOUBT.search(clause) or _DOUBT.search(_CONTRAST.sub("", text[after:sentence_end]))
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, kind, False, text
     line_end = text.find("\n", after)
@@ -369,7 +372,7 @@ def _unit_factor(unit, glued):
 
 def _normalize(s):
     """Rule 10: '$1,234.50 \\text{ dollars}.' -> '1,234.50 dollars'; 'x = 5' -> '5'; None if it compares."""
-    s = _THOUSANDS_SPACE.sub("", s.translate(_MINUS).replace("{,}", ",")).strip()
+    s = _THOUSANDS_SPACE.sub("", s.translate(_MINUS).replace("{,}", ",").replace("{-}", "-")).strip()
     for _ in range(4):  # a wrapper around the whole answer, whatever it holds: \boxed{\frac{7}{2}}
         m = _WRAPPER.match(s)
         if not m or _close_brace(s, m.end() - 1) != len(s) - 1:

@@ -45,7 +45,7 @@ PARSES = [
     (r"\frac34", F(3, 4)), (r"-\dfrac34", F(-3, 4)), (r"\frac{3}4", F(3, 4)),
     ("1,234,567", 1234567), ("1,234.5", F(2469, 2)), ("-1,234", -1234), ("999,999", 999999),
     ("3,125", 3125),  # a valid thousands grouping is a thousands separator, never a list
-    ("\u22125", -5), ("\u20135", -5), ("\u22121,234", -1234), ("\uff0d7", -7), ("\u20127", -7), ("- 7", -7),
+    ("\u22125", -5), ("\u20135", -5), ("\u22121,234", -1234), ("\uff0d7", -7), ("\u20127", -7), ("- 7", -7), ("{-}7", -7),
     ("$18", 18), (r"\$18.00", 18), ("**42**", 42), ("42.", 42), (" 42 \n", 42), ("`18`", 18),
     (r"\(18\)", 18), (r"\[ 18 \]", 18), ("$$18$$", 18),
     ("50%", 50), (r"50\%", 50), (r"90^\circ", 90), (r"90^{\circ}", 90), ("90°", 90),
@@ -256,6 +256,8 @@ WORDS_AROUND = [
     ("The answer is 42; no, 41.", "42", False),
     ("\\boxed{42}\n\nJust kidding, it's 41.", "42", False),
     ("The answer is 42 \u2717", "42", False),
+    ("\\boxed{42}\n\nOn second thought, 41.", "42", False),
+    ("\\boxed{42}\\,\\text{thousand}", "42", False), ("\\boxed{42}:41", "42", False), ("\\boxed{42},41", "42", False),
     # the same marks with clean words around them are paid
     ("So $x = \\boxed{42}$.", "42", True),
     ("Thus the answer is $\\boxed{42}$ apples.", "42", True),
@@ -269,6 +271,7 @@ WORDS_AROUND = [
     ("\\boxed{\\boxed{42}}", "42", True),
     ("I'm not sure, but the answer is \\boxed{42}.", "42", True),  # doubt in an earlier clause
     ("The answer is 42 \u2705", "42", True),
+    ("The answer is $42$, not $41$.", "42", True), ("The answer is 41, not 42.", "42", False),
 ]
 
 
