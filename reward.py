@@ -95,8 +95,8 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _CLAUSE_START = re.compile(r"[.!?;](?=\s)|[!?\n]|,\s")
 _DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether|"
                     r"suppose|guess|approximately|roughly|thought|at first|first (?:try|attempt|guess)|initially|"
-                    r"originally)\b|n['\u2019]t\b|\?|^\s*(?:is|are|was|were|do|does|did|can|could|would|should|"
-                    r"will)\b", re.I)  # ... and a clause that opens like a question: "is the answer \boxed{42}"
+                    r"originally)\b|n['\u2019]t\b|\?", re.I)
+_QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b", re.I)  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
                       r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
@@ -289,7 +289,8 @@ def _final_answer(text):
     clause = _CLAUSE_START.split(before)[-1]
     sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
     sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
-    doubt = _DOUBT.search(clause) or _DOUBT.search(_CONTRAST.sub("", text[after:sentence_end]))
+    suffix = _CONTRAST.sub("", text[after:sentence_end])
+    doubt = _DOUBT.search(clause) or _QUESTION.match(clause) or _DOUBT.search(suffix)
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, kind, False, text
     line_end = text.find("\n", after)

@@ -112,7 +112,8 @@ def main():
         answers = [str(rng.randint(1, 6)) for _ in range(n)]
         t0 = time.perf_counter()
         maj_at_k(answers, "3", n // 2)
-        print(f"maj@k, exact over all k-subsets of n = {n} samples (6 values): {1e3 * (time.perf_counter() - t0):.1f} ms")
+        ms = 1e3 * (time.perf_counter() - t0)
+        print(f"maj@k, exact over all k-subsets of n = {n} samples (6 values): {ms:.1f} ms")
 
 
 if __name__ == "__main__":
