@@ -6,16 +6,19 @@ gold answer, and pays the reward r that GRPO's advantages are computed from:
 
 extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to the answer and the gold alike.
  1. Cut at the first end-of-turn token: <|im_end|>, <|eot_id|>, </s>, <|end|>, <end_of_turn>, <|endoftext|>, ...
- 2. Thinking is not answering: text up to the last </think> goes if text follows it; so does an unclosed <think>.
+ 2. Thinking is not answering: text up to the last </think> goes if text follows; so does an unclosed <think>
+    (up to an <answer> tag after it, else to the end).
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading
     (`#### Step 1`, `#### 1. Compute`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**").
  5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
  6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
-    next line if the phrase ends its line. An answer written as a sentence with one plain number is that number.
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, "?", "is the answer \\boxed{42}");
-    a negated phrase; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{42} \\times 10^3, \\boxed{5}!
+    next line if the phrase ends its line. A phrase or tag holding a sentence with one plain number and no
+    operator or comparison ("**Answer:** Janet makes $18 a day.") is that number.
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, "?", "is the answer \\boxed{42}";
+    "42, not 41" is a contrast, not doubt); a negated phrase ("the answer isn't"); an operator or factor at a
+    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{42} \\times 10^3, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, ^\\circ; unicode minuses are -.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
