@@ -1,145 +1,304 @@
 """
-reward.py: a rule-based math verifier. It turns a completion o and a gold answer into
-the reward r that GRPO's advantages are computed from:
+reward.py: a rule-based math verifier. It reads the final answer of a completion o, compares it exactly with a
+gold answer, and pays the reward r that GRPO's advantages are computed from:
 
-    r(o, gold) = 1[parse(extract(o)) == parse(gold)]  +  b · 1[o ends on a well-formed answer line]
+    r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
-with exact rational comparison, and a format bonus b in [0, 0.1], 0 by default, paid when
-the last non-blank line holds a `####` or \\boxed mark with the answer, unhedged and parseable.
-
-extract(o), in this order of priority:
-  0. cut the completion at a run-on: <|endoftext|>, or a line that starts `Question:`/`Q:`;
-  1. the last balanced \\boxed{x} or \\fbox{x} (a box holding another box is read by the inner one);
-  2. else the last `#### x`;
-  3. else the last "The (final) answer is x" or "Answer: x";
-  4. else, only with last_number=True (off for RL, where it pays for luck), the last number.
-  In 2 and 3, x runs to the end of its line, the next mark, or a sentence end ". ".
-No answer (None) pays 0; it never counts as the value 0. Hedges and degenerate output give None:
-  - every mark of the level that answers (1 and 2 together, or 3) must give the same value.
-    So a self-correction, `#### 48 ... wait ... #### 42`, is a hedge and pays 0: the simplest
-    rule that listing answers cannot game. A model corrects itself in prose, then writes one
-    final answer. A mark with no digit (`####` alone) holds no number and is skipped;
-  - an answer with several values ("41 or 42", "42,43") does not parse;
-  - more than MAX_MARKS marks (a looping completion) is no answer, and so is an answer or
-    a box longer than MAX_ANSWER_CHARS.
-
-parse(s), applied alike to the prediction and the gold: map the unicode minus and the en
-dash to -; unwrap \\text{} and \\mbox{}; strip whitespace, $ and \\$, **, % and \\%, ^\\circ
-and °, \\! (MATH's 10,\\!000), a trailing period and up to three trailing UNIT_WORDS; drop
-thousands commas only where they form valid groups (1,234,567 is one number, 42,43 is a
-list); then read one of -7, 42.00, .5, 3/4, \\frac{3}{4} (\\dfrac, \\tfrac) as a Fraction.
-So 42.00 == 42 and 0.75 == 3/4 == \\frac{3}{4}, 420 is not 42, there is no float tolerance,
-and no ×100 for percents. Digits are ASCII, at most MAX_DIGITS characters a number; anything
-else (1e3, \\sqrt{2}, x = 5, 42 apples) does not parse.
+extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to the answer and the gold alike.
+ 1. Cut at the first end-of-turn token: <|im_end|>, <|eot_id|>, </s>, <|end|>, <end_of_turn>, <|endoftext|>, ...
+ 2. Thinking is not answering: text up to the last </think> goes if text follows; so does an unclosed <think>
+    (up to an <answer> tag after it, else to the end).
+ 3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
+ 4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading
+    (`#### Step 1`, `#### 1. Compute`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**").
+ 5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
+ 6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
+ 7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
+    next line if the phrase ends its line. A phrase or tag holding a sentence with one plain number and no
+    operator or comparison ("**Answer:** Janet makes $18 a day.") is that number.
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, "?", "is the answer \\boxed{42}";
+    "42, not 41" is a contrast, not doubt); a negated phrase ("the answer isn't"); an operator or factor at a
+    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{42} \\times 10^3, \\boxed{5}!
+ 9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
+10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, ^\\circ; unicode minuses are -.
+11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
+    An equation gives its last side: x = 5 is 5, x = 5 + 5 + 1 = 11 is 11.
+12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
+    thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
+13. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
+    percents, no eval. 1e3, \\sqrt{2}, \\pi, forty-two do not parse. No answer never counts as the value 0.
+So a final statement that is refused or holds no number (no solution, \\pi, a box cut off or too long) pays 0 and
+never falls back to an earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer;
+listing answers gains nothing, as only the last counts, and a hedge (`41 or 42`, `42. Or maybe 41.`) pays 0.
+Not read: prose with no answer mark ("So she makes $18."), number words, sets, intervals and expressions.
+Format bonus b in [0, 0.1], 0 by default (R1's format reward, kept small): paid when the final statement is a
+tag, box or #### whose value parses, on the completion's last non-blank line; a prose phrase earns none.
 
 Where this departs from DeepSeekMath:
-  - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process
-    supervision). We use a rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact,
-    cheap, and with no second network for the policy to exploit.
+  - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision).
+    We use a rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact, cheap, nothing to exploit.
   - Outcome reward only: one number per completion, no per-step (process) reward.
-  - The optional format bonus is R1's format reward, kept small and tied to the answer line.
-Bounded time on hostile input: no regex has nested quantifiers or ends in `.*?$`; box scans
-and answers are capped in length; numbers are capped in length before Fraction (Python
-refuses int() of more than 4,300 digits); no eval, no signals, no exceptions to catch.
+Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex
+has a nested quantifier, and every value, box and window read is capped in length.
 
-The end of the file holds the evaluation metrics pass@k and maj@k (DeepSeekMath compares both), and
-sampled_metrics(), which averages both over problems for the training loop's evaluation.
+The end of the file holds correct() (the verdict: count accuracy with it, never with the reward's value)
+and the evaluation metrics pass@k and maj@k, both exact averages over all k-subsets of a problem's n samples.
 """
+import functools
+import itertools
 import math
 import re
 from collections import Counter
 from fractions import Fraction
-from itertools import islice
 
 import torch
 
-MAX_MARKS = 16           # more final-answer marks than this: a looping completion, no answer
-MAX_ANSWER_CHARS = 200   # a longer answer, or a box that does not close within it, is no answer
+MAX_MARKS = 64           # answer marks tried from the end (or the start) before giving up: no answer
+MAX_ANSWER_CHARS = 200   # a longer answer, or a box that does not close within it, is not a number
+RETRACT_CHARS = 4000     # how far after the final answer a retraction ("wait", "wrong") is looked for
 MAX_DIGITS = 100         # longest number parsed, in characters: far below int()'s 4,300 digits
+MAX_UNIT_WORDS = 4
 MAX_FORMAT_BONUS = 0.1
+END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
+              "<|eom_id|>", "<|im_start|>", "<eos>", "<\uff5cend\u2581of\u2581sentence\uff5c>")
 UNIT_WORDS = frozenset("""
-    dollar dollars cent cents percent usd
-    second seconds sec secs minute minutes min mins hour hours hr hrs day days week weeks
-    month months year years
-    mile miles km kilometer kilometers kilometres meter meters metre metres m cm mm
-    foot feet ft inch inches yard yards
-    pound pounds lb lbs ounce ounces oz kg kilogram kilograms gram grams g
-    gallon gallons liter liters litre litres ml
-    degree degrees unit units square sq cubic per
+    dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour hours hr hrs
+    day days week weeks month months year years mile miles km kilometer kilometers kilometres meter meters metre
+    metres m cm mm foot feet ft inch inches yard yards pound pounds lb lbs ounce ounces oz kg kilogram kilograms
+    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per
+""".split())  # may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
+NOT_UNITS = frozenset("""
+    the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if than more less
+    fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately roughly
+    about around nearly
 """.split())
+MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9,
+               "trillion": 10**12}  # as the first word after a number: 1.5 million is 1500000
 
 # ----------------------------------------------------------------------------- extraction
 
-_RUN_ON = re.compile(r"\n[ \t]*Q(?:uestion)?:")
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_HASHES = re.compile(r"####")
-_PHRASE = re.compile(r"[Aa]nswer(?: is\b|:)")  # "The (final) answer is x", "Answer: x"
-_DIGIT = re.compile(r"[0-9]")
+_END_STARTS = tuple({token[:2] for token in END_TOKENS})
+_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER")  # each found with str.find
+_DELIMITED = (("```", "```", "\n"), ("<!--", "-->", " "))  # rule 3: code blocks, HTML comments (open, close, blank)
+_HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")),                        # ~~struck out~~
+           ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))   # LaTeX comments, not 50% or 50 %
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
+_PHRASE = re.compile(r"(?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[ \t]*(?::|=|is\b|was\b|"
+                     r"would\sbe\b|will\sbe\b|should\sbe\b|(?P<negated>(?:is|was)n['\u2019]t\b))", re.I)
+_TITLE = re.compile(r"[#* \t]*(?:final\s)?", re.I)  # a line holding only "Final Answer", "**Answer:**", "## Answer"
+_TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
+_LEAD = re.compile(r"[ \t:*}]*(?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also|"
+                   r"actually|equal to)\b|)[ \t,]*", re.I)
+_NOT_VALUE = re.compile(r"(?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified|"
+                        r"confirmed|as follows|below|above|shown|given|the same|that)\b", re.I)  # a verdict
+_OPENERS = re.compile(r"(?:\s|\$|\\\[|\\\(|\*)*")
+_VALUE_END = re.compile(r"\.(?=\s|$)|[!?;<\n\u2600-\u27bf\U0001f300-\U0001faff]|,(?=[ \t]+[^\d\s-])|[ \t]\("
+                        r"|[ \t]\u2014|\*\*")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_CLAUSE_START = re.compile(r"[.!?;](?=\s)|[!?\n]|,\s")
+_DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether|"
+                    r"suppose|guess|approximately|roughly|thought|at first|first (?:try|attempt|guess)|initially|"
+                    r"originally)\b|n['\u2019]t\b|\?", re.I)
+_QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b", re.I)  # "is it \boxed{4}"
+_CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
+_RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
+                      r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
+                      r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|second thought|"
+                      r"messed up|miscalculat\w*|overlooked|made an? error|start over|redo|"
+                      r"correct (?:value|result|number|total) is|(?:can['\u2019]?t|cannot|couldn['\u2019]t) "
+                      r"(?:solve|determine|tell)|(?:do|did)n['\u2019]t know)\b|\bedit:|[\u2717\u274c]"
+                      r"|(?:\bnot|n['\u2019]t)(?: be)?(?: quite)?(?: the)? (?:right|correct)\b"
+                      r"|\bnot really|(?:^|[.!?;\u2014]\s)\s*(?:or|no)\b", re.I | re.M)
+_MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
+_OPERATOR_WORDS = (r"times|plus|minus|divided|squared|cubed|dozens?|hundreds?|thousands?|millions?|billions?|"
+                   r"trillions?")
+_GLUED_BEFORE = re.compile(r"(?:[0-9{|}]|(?<!\\)[(\[]|(?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]"
+                           r"|(?<!\*)\*|" + _MATH_OPS + r"|\\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[ \t]*)\Z")
+_BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[:,][ \t]*[0-9]|[ \t]*(?:"
+                            r"[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS
+                            + r"|(?:\\[,;:!]|~|)[ \t]*(?:\\text\{|\\mbox\{|)[ \t]*(?:over|" + _OPERATOR_WORDS
+                            + r")\b))")
+_NUMBER_RUN = re.compile(r"[0-9][0-9,./]*")
+_NOT_SOLE = re.compile(r"[*^=<>\u00d7\u00f7\u2248+]|\\[a-z]+|\b(?:" + _OPERATOR_WORDS + r"|negative|under|above|below|"
+                       r"square of|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|"
+                       r"about|around|nearly|almost|approx\w*|roughly|up to|mod)\b", re.I)
+_RUN_ON = re.compile(r"Q(?:uestion)?:")  # at a line's start (rule 5)
 _DIGIT_CHARS = "0123456789"
 
 
-def _trim(s):
-    """Strip whitespace and trailing periods."""
-    return s.strip().rstrip(".").rstrip()
+def _preprocess(text):
+    """Rules 1-3: the completion up to its first end token, without thinking, code or comments."""
+    if any(start in text for start in _END_STARTS):  # a cheap look before one find per token
+        text = text[:min((i for i in map(text.find, END_TOKENS) if i >= 0), default=len(text))]
+    i = text.rfind("</think>")
+    if i >= 0 and text[i + 8:].strip():
+        text = text[i + 8:]
+    j = text.find("<think>")
+    if j >= 0 and "</think>" not in text[j:]:
+        k = text.find("<answer>", j)
+        text = text[:j] + ("\n" + text[k:] if k >= 0 else "")
+    for opening, closing, blank in _DELIMITED:
+        text = _blank(text, opening, closing, blank)
+    for literal, pattern in _HIDDEN:
+        if literal in text:
+            text = pattern.sub(" ", text)
+    return text
 
 
-def _cut_run_on(text):
-    """The completion up to its first run-on: <|endoftext|>, or a line opening Question:/Q:."""
-    text = text.partition("<|endoftext|>")[0]
-    m = _RUN_ON.search("\n" + text)  # the "\n": the completion's first line counts too
-    return text[:m.start()] if m else text
+def _blank(text, opening, closing, blank):
+    """The text with each span from `opening` to `closing` replaced by `blank`; an unclosed span, or any
+    after the first MAX_MARKS, runs to the end."""
+    parts, i = [], 0
+    j = text.find(opening)
+    while j >= 0:
+        k = text.find(closing, j + len(opening)) if len(parts) < 2 * MAX_MARKS else -1
+        parts += [text[i:j], blank]
+        i = len(text) if k < 0 else k + len(closing)
+        j = text.find(opening, i)
+    return "".join(parts) + text[i:] if parts else text
 
 
-def _brace_group(text, i):
-    """What lies inside the {...} that opens at text[i], or None if it is not closed in time."""
+def _close_brace(text, i):
+    """Index of the } that closes the { at text[i], or None if it does not close within MAX_ANSWER_CHARS."""
     depth = 0
-    for j, ch in enumerate(text[i:i + MAX_ANSWER_CHARS + 2]):
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1:i + j]
+    for j in range(i, min(len(text), i + MAX_ANSWER_CHARS + 2)):
+        depth += (text[j] == "{") - (text[j] == "}")
+        if depth == 0:
+            return j
     return None
 
 
-def _box_answers(text):
-    """Contents of the balanced boxes that hold no other box, in order; None if too many."""
-    opens = list(islice(_BOX.finditer(text), MAX_MARKS + 1))
-    if len(opens) > MAX_MARKS:
+def _statement_at(text, mark, p):
+    """The answer statement that the mark found at p opens, as (kind, start, mark end, close), or None.
+    close: where a box's or tag's content ends (None: a box cut off or too long), else the mark's end."""
+    if mark == "<answer>":
+        close = text.find("</answer>", p)
+        return "tag", p, p + 8, len(text) if close < 0 else close
+    if mark[0] == "\\":
+        m = _BOX_OPEN.match(text, p)
+        return ("box", p, m.end(), _close_brace(text, m.end() - 1)) if m else None
+    if mark == "####":
+        if text[p - 1:p] == "#" or text[p + 4:p + 5] == "#" or _HEADING.match(text, p + 4):
+            return None
+        return "hashes", p, p + 4, p + 4
+    if p and (text[p - 1].isalnum() or text[p - 1] in "</"):  # part of a word, or of the <answer> tag
         return None
-    groups = (_brace_group(text, m.end() - 1) for m in opens)
-    return [g.strip() for g in groups if g is not None and not _BOX.search(g)]
+    line = text.rfind("\n", max(0, p - 40), p)
+    if (line >= 0 or p <= 40) and _TITLE.fullmatch(text, line + 1, p) and _TITLE_END.match(text, p + 6):
+        return "title", p, p + 6, p + 6
+    m = _PHRASE.match(text, p + 6)
+    if not m or _NOT_VALUE.match(text, _LEAD.match(text, m.end()).end()):
+        return None  # "the answer is correct" is a verdict, not an answer
+    return "negated" if m.group("negated") else "phrase", p, m.end(), m.end()
 
 
-def _line_answers(pattern, text):
-    """What follows each match of `pattern`, up to the line end, a sentence end (". ") or the
-    next match, in order; None if there are more than MAX_MARKS matches."""
-    marks = list(islice(pattern.finditer(text), MAX_MARKS + 1))
-    if len(marks) > MAX_MARKS:
+def _find_statement(text, last):
+    """The first (or, last=True, the last) answer statement of the text, or None; only the MAX_MARKS marks
+    nearest that end are tried. Each kind of mark is found with str.find or str.rfind: one fast pass."""
+    at = [text.rfind(mark) if last else text.find(mark) for mark in _MARKS]
+    for _ in range(MAX_MARKS):
+        p = max(at) if last else min((p for p in at if p >= 0), default=-1)
+        if p < 0:
+            return None
+        i = at.index(p)
+        statement = _statement_at(text, _MARKS[i], p)
+        if statement:
+            return statement
+        at[i] = text.rfind(_MARKS[i], 0, p + len(_MARKS[i]) - 1) if last else text.find(_MARKS[i], p + 1)
+    return None
+
+
+def _outermost(text, statement):
+    """The statement, or the outermost box that holds it; None past MAX_MARKS nested boxes."""
+    for _ in range(MAX_MARKS):
+        start = statement[1]
+        for m in _BOX_OPEN.finditer(text, max(0, start - MAX_ANSWER_CHARS - 8), start):
+            close = _close_brace(text, m.end() - 1)
+            if close is None or close > start:
+                statement = "box", m.start(), m.end(), close
+                break
+        else:
+            return statement
+    return None
+
+
+def _clause_value(text, kind, i):
+    """(start, end) of the text after a #### or an answer phrase: up to the clause's end, or the next
+    non-blank line when the phrase ends its line. Past MAX_ANSWER_CHARS the end is not looked for."""
+    start = _LEAD.match(text, i).end()
+    line_end = text.find("\n", start, start + 2 * MAX_ANSWER_CHARS)
+    line_end = min(len(text), start + 2 * MAX_ANSWER_CHARS) if line_end < 0 else line_end
+    if kind != "hashes" and not text[start:line_end].strip(" \t*#:$\\[]()"):
+        start = _OPENERS.match(text, line_end, line_end + 2 * MAX_ANSWER_CHARS).end()
+        line_end = text.find("\n", start)
+        return start, len(text) if line_end < 0 else line_end
+    end = _VALUE_END.search(text, start, line_end)
+    return start, end.start() if end else line_end
+
+
+def _sole_number(sentence):
+    """The one number of an answer written as a sentence ("**Answer:** Janet makes **$18** a day."), or None if
+    it holds none or several, doubt, an operator, a comparison or a LaTeX command."""
+    runs = list(_NUMBER_RUN.finditer(sentence))
+    if len(runs) != 1 or _DOUBT.search(sentence) or _NOT_SOLE.search(sentence.replace("**", "")):
         return None
-    stops = [m.start() for m in marks[1:]] + [len(text)]
-    answers = []
-    for m, stop in zip(marks, stops):
-        line_end = text.find("\n", m.end(), stop)
-        line = text[m.end():stop if line_end < 0 else line_end]
-        answers.append(_trim(line.split(". ", 1)[0].lstrip(" \t:")))  # ": 42. I hope" -> "42"
-    return answers
+    i, j = runs[0].span()
+    if sentence[j:j + 1].isalpha() or sentence[i - 1:i].isalpha():  # 42nd, x42
+        return None
+    sign = "-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else ""
+    return sign + runs[0].group().rstrip(".,")
 
 
-def _with_digits(answers):
-    """The answers that hold a digit. One without (`####` alone, the 'Answer:' of 'Final
-    Answer: The final answer is 42') holds no number: it neither answers nor disagrees."""
-    return [a for a in answers if _DIGIT.search(a)]
+def _run_on(text, i):
+    """Where the first line at or after text[i] that opens with Q: or Question: starts, or None."""
+    for m in itertools.islice(_RUN_ON.finditer(text, i), MAX_MARKS):
+        line = text.rfind("\n", max(0, m.start() - 40), m.start())
+        if line >= 0 and not text[line:m.start()].strip(" \t\n*"):
+            return line
+    return None
 
 
-def _agree(answers):
-    """True if every answer string gives the same value (the same string needs no parsing)."""
-    distinct = set(answers)
-    if len(distinct) == 1:
-        return True
-    values = {parse_number(a) for a in distinct}
-    return len(values) == 1 and None not in values
+def _final_answer(text):
+    """(answer or None, kind, on_last_line, text) after rules 1-9: the kind of the final statement (None: there
+    is none), whether it ends on the completion's last non-blank line, and the text after rules 1-5."""
+    text = _preprocess(text)
+    if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
+        first = _find_statement(text, last=False)
+        run_on = first and _run_on(text, first[2])
+        text = text[:run_on] if run_on else text
+    statement = _find_statement(text, last=True)
+    statement = statement and _outermost(text, statement)
+    if not statement:
+        return None, None, False, text
+    kind, s, mark_end, close = statement
+    if close is None or kind == "negated":
+        return None, kind, False, text
+    if kind == "box":
+        start, end, after = mark_end, close, close + 1
+        if _GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, after):
+            return None, kind, False, text
+    elif kind == "tag":
+        start, end, after = mark_end, close, min(len(text), close + 9)
+    else:
+        start, end = _clause_value(text, kind, mark_end)
+        after = end
+    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
+    if kind in ("tag", "phrase", "title") and answer and parse_number(answer) is None:  # a sentence (rule 7)
+        if kind != "tag":
+            sentence = _SENTENCE_END.search(text, start, start + MAX_ANSWER_CHARS)
+            end = after = sentence.start() if sentence else start  # no sentence end in reach: no sentence
+        answer = _sole_number(text[start:end]) or answer
+    before = text[max(0, s - 100):s]
+    clause = _CLAUSE_START.split(before)[-1]
+    sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
+    sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
+    suffix = _CONTRAST.sub("", text[after:sentence_end])
+    doubt = _DOUBT.search(clause) or _QUESTION.match(clause) or _DOUBT.search(suffix)
+    if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
+        return None, kind, False, text
+    line_end = text.find("\n", after)
+    return answer, kind, line_end < 0 or not text[line_end:].strip(), text
 
 
 def _last_number(text):
@@ -156,30 +315,26 @@ def _last_number(text):
 
 
 def extract_answer(text, *, last_number=False):
-    """The final answer written in a completion, as a string, or None (no answer or a hedge)."""
-    text = _cut_run_on(text)
-    hashes, boxes = _line_answers(_HASHES, text), _box_answers(text)
-    if hashes is None or boxes is None or len(hashes) + len(boxes) > MAX_MARKS:
-        return None
-    hashes = [a for a in hashes if not _BOX.search(a)]  # `#### \boxed{42}` is read by its box
-    answers = _with_digits(hashes + boxes)  # boxes last, so the last box wins
-    if not answers:
-        phrases = _line_answers(_PHRASE, text)
-        if phrases is None:
-            return None
-        answers = _with_digits(phrases)
-    if answers:
-        return answers[-1] if _agree(answers) else None
-    return _last_number(text) if last_number else None
+    """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
+    answer, kind, _, text = _final_answer(text)
+    return _last_number(text) if kind is None and last_number else answer
 
 # ----------------------------------------------------------------------------- parsing
 
-_MINUS = str.maketrans({"\u2212": "-", "\u2013": "-"})
-_WRAPPER = re.compile(r"\\(?:text|mbox)\s*\{([^{}]*)\}")
-_JUNK = re.compile(r"\\\$|\$|\*\*|\\%|%|\\!|°|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ")
-_FRAC = re.compile(r"([-+]?)\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}")
+_MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
+_THOUSANDS_SPACE = re.compile(r"(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])(?=[0-9]{3}(?![0-9]))")
+_WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
+_INNER_WRAPPER = re.compile(_WRAPPER.pattern + r"([^{}]*)\}")
+_JUNK = re.compile(r"\\\$|\$|\\[()\[\]]|\*\*|`|\\%|%|\\!|\u00b0|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\left|\\right|"
+                   r"\\displaystyle|[\u20ac\u00a3\u00a5]")
+_SPACING = re.compile(r"\\[,;: ]|\\q?quad|(?<=\S)~")  # a leading ~ means "about": not a number
+_UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])")
+_COMPARISON = re.compile(r"[<>!\u2264\u2265\u2248\u2260]|\\(?:le|ge|ne|approx|sim|pm)")
+_SIGN = re.compile(r"^([-+])\s+")
+_FRAC = re.compile(r"([-+]?)\\[dt]?frac\s*(?:\{([^{}]+)\}|([0-9]))\s*(?:\{([^{}]+)\}|([0-9]))")
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)")
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
+_UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
 
 
 def _drop_thousands_commas(s):
@@ -191,21 +346,9 @@ def _drop_thousands_commas(s):
     return s
 
 
-def _normalize(s):
-    """The steps shared by prediction and gold: '$1,234.50 dollars.' -> '1234.50'."""
-    s = _WRAPPER.sub(lambda m: m.group(1), s.translate(_MINUS))
-    s = _trim(_JUNK.sub("", s))
-    for _ in range(3):  # '12 miles per hour' -> '12'
-        head = s.rstrip(_LETTERS)
-        if head == s or s[len(head):].lower() not in UNIT_WORDS:
-            break
-        s = _trim(head)
-    return _drop_thousands_commas(s)
-
-
 def _decimal(s):
-    """'-42', '42.00', '.5' -> Fraction; anything else, or more than MAX_DIGITS long -> None."""
-    s = s.strip()
+    """'-42', '42.00', '.5', '1,234' -> Fraction; anything else, or more than MAX_DIGITS long -> None."""
+    s = _drop_thousands_commas(s.strip())
     if len(s) > MAX_DIGITS or not _DECIMAL.fullmatch(s):
         return None
     return Fraction(s) if "." in s else Fraction(int(s))  # int() is the fast common case
@@ -217,22 +360,75 @@ def _ratio(a, b):
     return None if x is None or y is None or y == 0 else x / y
 
 
+def _unit_factor(unit, glued):
+    """What the words after a number multiply it by (rule 11): 1 for at most MAX_UNIT_WORDS plain nouns
+    ('eggs per day'), MULTIPLIERS for a first 'million' or 'dozen'; None if they are not units ('or 41')."""
+    words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
+    factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
+    if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
+        return None
+    for w in words[factor != 1:]:
+        parts = w.replace("/", "-").split("-")
+        if (not all(p.isascii() and p.isalpha() for p in parts) or w in NOT_UNITS or w.rstrip("s") in MULTIPLIERS
+                or (len(w) < 2 and w not in UNIT_WORDS and w != "a")):
+            return None
+    return factor
+
+
+def _normalize(s):
+    """Rule 10: '$1,234.50 \\text{ dollars}.' -> '1,234.50 dollars'; 'x = 5' -> '5'; None if it compares."""
+    s = _THOUSANDS_SPACE.sub("", s.translate(_MINUS).replace("{,}", ",").replace("{-}", "-")).strip()
+    for _ in range(4):  # a wrapper around the whole answer, whatever it holds: \boxed{\frac{7}{2}}
+        m = _WRAPPER.match(s)
+        if not m or _close_brace(s, m.end() - 1) != len(s) - 1:
+            break
+        s = s[m.end():-1].strip()
+    for _ in range(4):  # wrappers inside it, innermost first: 42\text{ apples}
+        s, n = _INNER_WRAPPER.subn(lambda m: f" {m.group(1)} ", s)
+        if not n:
+            break
+    s = _SPACING.sub(" ", _UNIT_POWER.sub("", _JUNK.sub("", s))).strip().rstrip(".").strip(" *_")
+    if "=" in s:
+        if _COMPARISON.search(s) or any(c in part for part in s.split("=")[:-1] for c in ",;"):
+            return None
+        s = s.rpartition("=")[2].strip()
+    while len(s) > 1 and s[0] + s[-1] in ("{}", "()"):
+        s = s[1:-1].strip()
+    return _SIGN.sub(r"\1", s)
+
+
 def parse_number(s):
     """The exact value of one answer string as a Fraction, or None if it is not one number.
     (An int or a Fraction, say a gold from a generated task, passes through.)"""
     if isinstance(s, (int, Fraction)):
         return Fraction(s)
-    if s is None or len(s) > MAX_ANSWER_CHARS:
+    if not isinstance(s, str) or len(s) > MAX_ANSWER_CHARS:
         return None
+    return _parse(s)
+
+
+@functools.lru_cache(maxsize=4096)  # golds repeat G times a group, answers often
+def _parse(s):
+    """parse_number() of a string of at most MAX_ANSWER_CHARS characters (rules 10-13)."""
+    if _INTEGER.fullmatch(s):
+        return Fraction(int(s))
     s = _normalize(s)
+    if not s:
+        return None
+    head, factor = s.rstrip(_UNIT_CHARS), 1
+    if any(c.isalpha() for c in s[len(head):]):  # rule 11: '18 eggs', '5kg', '1.5 million'
+        factor = head and _unit_factor(s[len(head):], glued=not s[len(head)].isspace())
+        if not factor:
+            return None
+        s = head.strip()
     frac = _FRAC.fullmatch(s)
     if frac:
-        sign, a, b = frac.groups()
-        value = _ratio(a, b)
-        return -value if value is not None and sign == "-" else value
-    if s.count("/") == 1:
-        return _ratio(*s.split("/"))
-    return _decimal(s)
+        sign, a, a1, b, b1 = frac.groups()
+        value = _ratio(a or a1, b or b1)
+        value = -value if value is not None and sign == "-" else value
+    else:
+        value = _ratio(*s.split("/")) if s.count("/") == 1 else _decimal(s)
+    return None if value is None else value * factor
 
 
 def is_correct(pred, gold):
@@ -243,75 +439,111 @@ def is_correct(pred, gold):
 # ----------------------------------------------------------------------------- reward
 
 
-def _well_formed(completion, answer):
-    """The last non-blank line carries a #### or \\boxed{} mark and the parseable answer."""
-    if answer is None or parse_number(answer) is None:
-        return False
-    last_line = _cut_run_on(completion).rstrip().rpartition("\n")[2]
-    return answer in last_line and ("####" in last_line or _BOX.search(last_line) is not None)
-
-
 def reward(completion, gold, *, format_bonus=0.0, last_number=False):
-    """1.0 if the completion's final answer equals the gold answer, else 0.0, plus
-    `format_bonus` (at most 0.1) when it ends on a well-formed `#### x` or \\boxed{x} line."""
+    """1.0 if the completion's final answer equals the gold answer, else 0.0, plus `format_bonus`
+    (at most 0.1) when it ends on a tag, box or #### whose value parses."""
     if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
         raise ValueError(f"format_bonus must be in [0, {MAX_FORMAT_BONUS}], got {format_bonus}")
-    answer = extract_answer(completion, last_number=last_number)
+    answer, kind, on_last_line, text = _final_answer(completion)
+    if kind is None and last_number:
+        answer = _last_number(text)
     r = 1.0 if is_correct(answer, gold) else 0.0
-    if format_bonus and _well_formed(completion, answer):
+    if on_last_line and kind in ("tag", "box", "hashes") and parse_number(answer) is not None:
         r += format_bonus
     return r
+
+
+def _gold_of_row(N, golds):
+    """Row i's gold: one gold per completion, or one per contiguous group (row b*G + g has golds[b])."""
+    if len(golds) == 0 or N % len(golds):
+        raise ValueError(f"need one gold per completion or per group of completions, "
+                         f"got {N} completions and {len(golds)} golds")
+    G = N // len(golds)
+    return [golds[i // G] for i in range(N)]
 
 
 def rewards(completions, golds, **options):
     """reward() of every completion, as a float32 tensor (N,). `golds` holds one gold per
     completion, or one per prompt when the N = B*G completions come in contiguous groups
     (row b*G + g is answered by golds[b]). `options` are reward()'s keywords."""
-    N = len(completions)
-    if len(golds) == 0 or N % len(golds):
-        raise ValueError(f"need one gold per completion or per group of completions, "
-                         f"got {N} completions and {len(golds)} golds")
-    G = N // len(golds)
-    r = [reward(o, golds[i // G], **options) for i, o in enumerate(completions)]
-    return torch.tensor(r, dtype=torch.float32)  # (N,)
+    row_golds = _gold_of_row(len(completions), golds)
+    return torch.tensor([reward(o, g, **options) for o, g in zip(completions, row_golds)],
+                        dtype=torch.float32)  # (N,)
+
+
+def correct(completions, golds, *, last_number=False):
+    """The verifier's verdict, a torch.bool tensor (N,): the final answer equals the gold. Count accuracy with
+    this, never with the reward's value (a format bonus or partial credit is not accuracy). Golds as rewards()."""
+    row_golds = _gold_of_row(len(completions), golds)
+    return torch.tensor([is_correct(extract_answer(o, last_number=last_number), g)
+                         for o, g in zip(completions, row_golds)], dtype=torch.bool)  # (N,)
 
 # ----------------------------------------------------------------------------- evaluation metrics
 
 
 def pass_at_k(n, c, k):
-    """Unbiased pass@k (Chen et al. 2021) from n samples of which c are correct:
-    1 - C(n-c, k) / C(n, k), computed as 1 - prod_{i=n-c+1..n} (1 - k/i), no large binomials."""
+    """Unbiased pass@k (Chen et al. 2021) from n samples of which c are correct: 1 - C(n-c, k) / C(n, k),
+    the fraction of k-subsets holding a correct sample, computed exactly and then rounded to a float."""
     if not (0 <= c <= n and 1 <= k <= n):
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:  # every k-subset holds a correct sample
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def _maj_counts(answers, gold):
+    """maj@k for every k = 1..n as exact Fractions: the score of a majority vote averaged over all k-subsets of
+    the n answers, counted over the values' multiplicities instead of enumerating the subsets.
+
+    The vote scores only when gold's value wins or ties. So for each t, the number of gold answers a subset
+    holds, count the ways to pick the rest: every other value at most t times, j of them exactly t (a tie of
+    j + 1 values scores 1 / (j + 1)). ways[j][s] counts the picks of s answers from the values seen at least
+    t times; abstentions and values seen fewer than t times fill the rest freely (C(free, k - t - s) ways)."""
+    n = len(answers)
+    votes = Counter(v for v in map(parse_number, answers) if v is not None)
+    g = parse_number(gold)
+    a = votes.pop(g, 0) if g is not None else 0
+    by_tie = [[0] * (len(votes) + 1) for _ in range(n + 1)]  # by_tie[k][j]: k-subsets where gold ties j others
+    for t in range(1, a + 1):
+        rivals = [r for r in votes.values() if r >= t]
+        ways = [[1]]
+        for r in rivals:
+            below, exactly = [math.comb(r, b) for b in range(t)], math.comb(r, t)
+            new = [[0] * (len(ways[0]) + t) for _ in range(len(ways) + 1)]
+            for j, row in enumerate(ways):
+                for s, w in enumerate(row):
+                    if w:
+                        for b, c in enumerate(below):
+                            new[j][s + b] += w * c
+                        new[j + 1][s + t] += w * exactly
+            ways = new
+        fill = [math.comb(n - a - sum(rivals), i) for i in range(n + 1)]
+        for j, row in enumerate(ways):
+            picks = [(s, w * math.comb(a, t)) for s, w in enumerate(row) if w]
+            for k in range(t, n + 1):
+                by_tie[k][j] += sum(w * fill[k - t - s] for s, w in picks if s <= k - t)
+    return [sum(Fraction(c, j + 1) for j, c in enumerate(by_tie[k]) if c) / math.comb(n, k) for k in range(1, n + 1)]
 
 
 def maj_at_k(answers, gold, k):
-    """Majority vote over the first k extracted answers (strings or None) of one problem.
-    Answers vote by exact value ('0.5' and '1/2' are one vote); None and unparseable answers
-    do not vote; no votes scores 0. Tie rule: a tie between m values scores the fraction of
-    them that equal gold (1/m or 0), the expected score of a random tie-break. maj@1 of
-    the greedy answer is greedy accuracy."""
+    """maj@k of one problem from its n >= k extracted answers (strings or None): the expected score of a
+    majority vote over k answers drawn without replacement, i.e. averaged exactly over all k-subsets.
+    Answers vote by exact value ('0.5' and '1/2' are one vote); None and unparseable answers abstain; no
+    votes scores 0. Tie rule: a tie among m values scores the fraction of them equal to gold (1/m or 0),
+    the expected score of a random tie-break. maj@1 is the fraction of answers equal to gold, which is
+    pass@1 whenever correctness is judged by the same answers (abstentions are wrong in both)."""
     if not 1 <= k <= len(answers):
         raise ValueError(f"need 1 <= k <= {len(answers)} answers, got k={k}")
-    votes = Counter(v for v in map(parse_number, answers[:k]) if v is not None)
-    if not votes:
-        return 0.0
-    top = max(votes.values())
-    tied = [v for v, count in votes.items() if count == top]
-    return tied.count(parse_number(gold)) / len(tied)
+    return float(_maj_counts(answers, gold)[k - 1])
 
 
 def sampled_metrics(completions, golds, G):
     """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per
-    problem in contiguous groups (completion b*G + g answers golds[b])."""
+    problem in contiguous groups (completion b*G + g answers golds[b]). Correctness is correct()'s."""
     B = len(golds)
-    correct = rewards(completions, golds).view(B, G) >= 1.0  # (B, G)
+    right = correct(completions, golds).view(B, G)  # (B, G)
     answers = [extract_answer(c) for c in completions]
+    maj = [_maj_counts(answers[b * G:(b + 1) * G], golds[b]) for b in range(B)]
     out = {}
     for k in range(1, G + 1):
-        out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in correct.sum(dim=1)) / B
-        out[f"maj@{k}"] = sum(maj_at_k(answers[b * G:(b + 1) * G], golds[b], k) for b in range(B)) / B
+        out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
+        out[f"maj@{k}"] = float(sum(m[k - 1] for m in maj) / B)
     return out

@@ -1,23 +1,26 @@
 """Benchmark of reward.py, run by hand (not collected by pytest): python tests/bench_reward.py
 
-Prints completions verified per second on GSM8K-like completions, and the time of one
-reward() call (and one extract_answer(..., last_number=True) call) on 1 MB hostile inputs.
-Targets (issue 4): over 20,000 completions/s typical, under 100 ms for any 1 MB input,
-on one CPU core (the verifier is pure Python, so it uses one core).
+Prints completions verified per second on GSM8K-like completions written in the styles models use
+(#### lines, \\boxed, <think>/<answer> tags, chat end tokens, Minerva, markdown, self-corrections), the
+time of one reward() call (and one extract_answer(..., last_number=True) call) on 1 MB hostile inputs,
+and the time maj@k takes for one problem of n samples.
+Targets: over 20,000 completions/s typical, under 100 ms for any 1 MB input, on one CPU core (the
+verifier is pure Python, so it uses one core).
 """
 import json
+import random
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
-from reward import extract_answer, reward, rewards  # noqa: E402
+from reward import extract_answer, maj_at_k, reward, rewards  # noqa: E402
 
 MB = 1_000_000
 
 
 def typical_completions():
-    """GSM8K reference solutions, and variants a policy writes: wrong, boxed, prose, run-on."""
+    """GSM8K reference solutions, and variants a policy writes: wrong, boxed, tagged, prose, run-on, chat."""
     rows = [json.loads(line) for line in open(Path(__file__).parent / "data" / "gsm8k_sample.jsonl")]
     out = []
     for row in rows:
@@ -30,6 +33,10 @@ def typical_completions():
             (body + f"The answer is {gold}.", gold),
             (row["answer"] + "\n\nQuestion: " + row["question"], gold),
             (body + "#### 48\nwait, no.\n#### " + gold, gold),
+            (f"<think>\n{body}</think>\n<answer>{gold}</answer>", gold),
+            (body + f"The final answer is: $\\boxed{{{gold}}}$<|eot_id|>", gold),
+            (body + f"Final Answer: The final answer is ${gold}$. I hope it is correct.", gold),
+            (body + f"\n**Answer:** Janet makes **${gold}** a day.", gold),
         ]
     return out
 
@@ -42,15 +49,24 @@ def hostile_inputs():
         "digits": fill("7"),
         "#### + digits": fill("9", "#### "),
         "many ####": fill("#### 1 "),
+        "many #### headings": fill("#### Step "),
         "#### then 1 MB line": fill("x", "#### 42 "),
         "many \\boxed{": fill("\\boxed{"),
         "\\boxed{ + open braces": fill("{", "\\boxed{"),
         "\\boxed{ + {} pairs": fill("{}", "\\boxed{", "\\boxed{42}"),
+        "nested \\boxed{": fill("\\boxed{4", "", "}}"),
         "16 \\boxed{ + braces": fill("{", "\\boxed{" * 16),
         "many \\frac": fill("\\frac{1}{2}", "#### "),
         "many commas": fill("1,", "#### "),
         "commas only": fill(","),
         "many 'answer is'": fill("the answer is 4 "),
+        "many 'answer' words": fill("answer "),
+        "answer then retraction words": fill("wait ", "#### 42\n"),
+        "many <answer> tags": fill("<answer>"),
+        "many <think>": fill("<think>"),
+        "many end-token starts": fill("<|im_en"),
+        "many code fences": fill("```"),
+        "many comments": fill("<!-- % ~~ "),
         "spaces": fill(" "),
         "newlines + spaces": fill("\n    "),
         "many Q: lines": fill("\nQ: 1"),
@@ -58,7 +74,7 @@ def hostile_inputs():
         "many \\text{": fill("\\text{", "#### 1"),
         "minus signs": fill("\u2212"),
         "digits and points": fill("1."),
-        "unicode": fill("\u00e9\u4e2d\U0001F600"),
+        "unicode": fill("\u00e9\u4e2d\U0001F600\u0130"),
     }
 
 
@@ -80,7 +96,7 @@ def main():
     print(f"  reward():  {per_s:,.0f} completions/s   (target > 20,000/s)")
     print(f"  rewards(): {batched:,.0f} completions/s, batched into a float32 tensor")
     print("1 MB hostile inputs, ms per call (target < 100 ms):")
-    print(f"  {'input':28s} {'reward()':>9s} {'last_number':>12s}")
+    print(f"  {'input':30s} {'reward()':>9s} {'last_number':>12s}")
     worst = 0.0
     for name, text in hostile_inputs().items():
         t0 = time.perf_counter()
@@ -89,8 +105,15 @@ def main():
         extract_answer(text, last_number=True)
         t2 = time.perf_counter()
         worst = max(worst, t1 - t0, t2 - t1)
-        print(f"  {name:28s} {1e3 * (t1 - t0):9.1f} {1e3 * (t2 - t1):12.1f}")
+        print(f"  {name:30s} {1e3 * (t1 - t0):9.1f} {1e3 * (t2 - t1):12.1f}")
     print(f"worst 1 MB input: {1e3 * worst:.1f} ms")
+    rng = random.Random(0)
+    for n in (8, 16, 64):
+        answers = [str(rng.randint(1, 6)) for _ in range(n)]
+        t0 = time.perf_counter()
+        maj_at_k(answers, "3", n // 2)
+        ms = 1e3 * (time.perf_counter() - t0)
+        print(f"maj@k, exact over all k-subsets of n = {n} samples (6 values): {ms:.1f} ms")
 
 
 if __name__ == "__main__":
