@@ -77,6 +77,24 @@ def completions_text(rollout, enc):
     return texts
 
 
+def teacher_rollout(prompts, completions, eos_id=256, device="cpu"):
+    """A Rollout of GIVEN completions (token lists, a teacher's solutions ending in EOS), laid out as
+    generate() lays out sampled ones, so that supervised fine-tuning scores them with the same log-prob
+    code as GRPO (train.py's warm start). Nothing is sampled: logprobs are 0, and completion_mask is True
+    on each given token, from the lengths of the lists; the columns after a short one hold eos_id."""
+    idx, mask = left_pad(prompts, eos_id)  # (N, P), (N, P)
+    N, T = len(completions), max(len(c) for c in completions)
+    completion = torch.full((N, T), eos_id, dtype=torch.long)  # (N, T)
+    completion_mask = torch.zeros(N, T, dtype=torch.bool)      # (N, T)
+    for n, c in enumerate(completions):
+        completion[n, :len(c)], completion_mask[n, :len(c)] = torch.tensor(c, dtype=torch.long), True
+    return Rollout(tokens=torch.cat([idx, completion], dim=1).to(device),                        # (N, P+T)
+                   mask=torch.cat([mask, torch.ones(N, T, dtype=torch.bool)], dim=1).to(device),  # (N, P+T)
+                   prompt_len=idx.shape[1], completion_mask=completion_mask.to(device),
+                   truncated=torch.tensor([c[-1] != eos_id for c in completions], device=device),  # (N,)
+                   logprobs=torch.zeros(N, T, device=device))                                   # (N, T)
+
+
 def sample_token(logits, temperature=1.0, top_k=None, generator=None):
     """Draw one token per row. logits (N, V) -> tokens (N,) long, log-probs (N,) float32.
 
