@@ -1,6 +1,8 @@
 """
-reward.py: a rule-based math verifier. It reads the final answer of a completion o, compares it exactly with a
-gold answer, and pays the reward r that GRPO's advantages are computed from:
+reward.py: the task's problems, and the verifier that pays for their answers. A Problem is a question, a teacher's
+worked solution and a gold answer: make_problem() writes arithmetic word problems, read_gsm8k() reads GSM8K's JSONL.
+The verifier reads the final answer of a completion o, compares it exactly with the gold answer, and pays the
+reward r that GRPO's advantages are computed from:
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
@@ -14,11 +16,9 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to th
  5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
  6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
-    next line if the phrase ends its line. A phrase or tag holding a sentence with one plain number and no
-    operator or comparison ("**Answer:** Janet makes $18 a day.") is that number.
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, "?", "is the answer \\boxed{42}";
-    "42, not 41" is a contrast, not doubt); a negated phrase ("the answer isn't"); an operator or factor at a
-    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{42} \\times 10^3, \\boxed{5}!
+    next line if the phrase ends its line. A tag or phrase holding a sentence with one plain number is that number.
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, "is the answer \\boxed{42}"; "42,
+    not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, ^\\circ; unicode minuses are -.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
@@ -27,9 +27,8 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to th
     thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
 13. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
     percents, no eval. 1e3, \\sqrt{2}, \\pi, forty-two do not parse. No answer never counts as the value 0.
-So a final statement that is refused or holds no number (no solution, \\pi, a box cut off or too long) pays 0 and
-never falls back to an earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer;
-listing answers gains nothing, as only the last counts, and a hedge (`41 or 42`, `42. Or maybe 41.`) pays 0.
+So a final statement that is refused or holds no number (\\pi, a box cut off) pays 0 and never falls back to an
+earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer, and a hedge (`41 or 42`) 0.
 Not read: prose with no answer mark ("So she makes $18."), number words, sets, intervals and expressions.
 Format bonus b in [0, 0.1], 0 by default (R1's format reward, kept small): paid when the final statement is a
 tag, box or #### whose value parses, on the completion's last non-blank line; a prose phrase earns none.
@@ -38,17 +37,15 @@ Where this departs from DeepSeekMath:
   - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision).
     We use a rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact, cheap, nothing to exploit.
   - Outcome reward only: one number per completion, no per-step (process) reward.
+  - Its RL questions were GSM8K's and MATH's; the built-in task is a toy that a small model learns in minutes.
 Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex
 has a nested quantifier, and every value, box and window read is capped in length.
-
-The end of the file holds correct() (the verdict: count accuracy with it, never with the reward's value)
-and the evaluation metrics pass@k and maj@k, both exact averages over all k-subsets of a problem's n samples.
 """
 import functools
 import itertools
-import math
+import json
 import re
-from collections import Counter
+from collections import namedtuple
 from fractions import Fraction
 
 import torch
@@ -61,19 +58,75 @@ MAX_UNIT_WORDS = 4
 MAX_FORMAT_BONUS = 0.1
 END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
               "<|eom_id|>", "<|im_start|>", "<eos>", "<\uff5cend\u2581of\u2581sentence\uff5c>")
-UNIT_WORDS = frozenset("""
-    dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour hours hr hrs
-    day days week weeks month months year years mile miles km kilometer kilometers kilometres meter meters metre
-    metres m cm mm foot feet ft inch inches yard yards pound pounds lb lbs ounce ounces oz kg kilogram kilograms
-    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per
-""".split())  # may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
-NOT_UNITS = frozenset("""
-    the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if than more less
-    fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately roughly
-    about around nearly
-""".split())
+# UNIT_WORDS may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
+UNIT_WORDS = frozenset("""dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour
+    hours hr hrs day days week weeks month months year years mile miles km kilometer kilometers kilometres meter meters
+    metre metres m cm mm foot feet ft inch inches yard yards pound pounds lb lbs ounce ounces oz kg kilogram kilograms
+    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per""".split())
+NOT_UNITS = frozenset("""the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if
+    than more less fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately
+    roughly about around nearly""".split())
 MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9,
                "trillion": 10**12}  # as the first word after a number: 1.5 million is 1500000
+
+# ----------------------------------------------------------------------------- the task: problems and gold answers
+
+
+class DataError(ValueError):
+    """A bad --data file: str(e) is one line naming the file (and line) and what to fix."""
+
+
+Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teacher's worked solution, the gold answer
+NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
+ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
+_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
+
+
+def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
+    """The built-in task: a word problem of 1..difficulty operations on numbers 1-9 and a teacher's worked
+    solution in GSM8K's format. With probability `slip` the teacher's final line repeats the number before the
+    last operation (a wrong answer that RL with a verifier can unlearn); with probability `verbose` it checks a
+    step on an extra line (so that solution lengths vary)."""
+    name, item, x = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 9)
+    text, lines = f"{name} has {x} {item}", []
+    for _ in range(rng.randint(1, difficulty)):
+        prev, add = x, rng.random() < 0.5 or x < 2  # nothing to give away from 1
+        n = rng.randint(1, 9 if add else min(9, x - 1))
+        x, text = (x + n, text + f", gets {n} more") if add else (x - n, text + f", gives away {n}")
+        lines.append(f"{prev}{'+' if add else '-'}{n}={x}")
+        if rng.random() < verbose:  # drawn at every step, so that `verbose` leaves the problems unchanged
+            lines.append(f"check: {x}{'-' if add else '+'}{n}={prev}")
+    shown = prev if rng.random() < slip else x
+    return Problem(f"{text}. How many {item} now?", "\n".join(lines) + f"\n#### {shown}", str(x))
+
+
+def read_gsm8k(path):
+    """GSM8K-format JSONL -> [Problem], one per distinct question (the first kept), GSM8K's calculator notes
+    <<3+4=7>> dropped from the solution; gold = the text after the last '####', which must parse as a number."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror or e}") from e
+    problems, expected = {}, "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:  # not UTF-8, not JSON, or not an object holding both keys
+            row = json.loads(line.decode("utf-8"))
+            question, answer = str(row["question"]), str(row["answer"])
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            raise DataError(f"{path} line {i}: {expected}") from e
+        gold = answer.rpartition("####")[2].strip()
+        if "####" not in answer:
+            raise DataError(f"{path} line {i}: {expected}")
+        if parse_number(gold) is None:
+            raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
+        problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
+    if len(problems) < 2:
+        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out for "
+                        f"evaluation)")
+    return list(problems.values())
 
 # ----------------------------------------------------------------------------- extraction
 
@@ -124,7 +177,6 @@ _NOT_SOLE = re.compile(r"[*^=<>\u00d7\u00f7\u2248+]|\\[a-z]+|\b(?:" + _OPERATOR_
                        r"square of|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|"
                        r"about|around|nearly|almost|approx\w*|roughly|up to|mod)\b", re.I)
 _RUN_ON = re.compile(r"Q(?:uestion)?:")  # at a line's start (rule 5)
-_DIGIT_CHARS = "0123456789"
 
 
 def _preprocess(text):
@@ -259,9 +311,9 @@ def _run_on(text, i):
     return None
 
 
-def _final_answer(text):
-    """(answer or None, kind, on_last_line, text) after rules 1-9: the kind of the final statement (None: there
-    is none), whether it ends on the completion's last non-blank line, and the text after rules 1-5."""
+def _final_answer(text, last_number=False):
+    """(answer or None, kind, on_last_line) after rules 1-9: the kind of the final statement (None: there is none,
+    and then last_number=True answers with the last number) and whether it ends on the last non-blank line."""
     text = _preprocess(text)
     if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
         first = _find_statement(text, last=False)
@@ -270,14 +322,14 @@ def _final_answer(text):
     statement = _find_statement(text, last=True)
     statement = statement and _outermost(text, statement)
     if not statement:
-        return None, None, False, text
+        return _last_number(text) if last_number else None, None, False
     kind, s, mark_end, close = statement
     if close is None or kind == "negated":
-        return None, kind, False, text
+        return None, kind, False
     if kind == "box":
         start, end, after = mark_end, close, close + 1
         if _GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, after):
-            return None, kind, False, text
+            return None, kind, False
     elif kind == "tag":
         start, end, after = mark_end, close, min(len(text), close + 9)
     else:
@@ -289,25 +341,24 @@ def _final_answer(text):
             sentence = _SENTENCE_END.search(text, start, start + MAX_ANSWER_CHARS)
             end = after = sentence.start() if sentence else start  # no sentence end in reach: no sentence
         answer = _sole_number(text[start:end]) or answer
-    before = text[max(0, s - 100):s]
-    clause = _CLAUSE_START.split(before)[-1]
+    clause = _CLAUSE_START.split(text[max(0, s - 100):s])[-1]
     sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
     sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
     suffix = _CONTRAST.sub("", text[after:sentence_end])
     doubt = _DOUBT.search(clause) or _QUESTION.match(clause) or _DOUBT.search(suffix)
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
-        return None, kind, False, text
+        return None, kind, False
     line_end = text.find("\n", after)
-    return answer, kind, line_end < 0 or not text[line_end:].strip(), text
+    return answer, kind, line_end < 0 or not text[line_end:].strip()
 
 
 def _last_number(text):
     """The last run of digits, commas and points in the text, with its minus sign."""
-    end = max(text.rfind(d) for d in _DIGIT_CHARS) + 1
+    end = max(map(text.rfind, "0123456789")) + 1
     if end == 0:
         return None
     window = text[max(0, end - MAX_ANSWER_CHARS):end]
-    head = window.rstrip(_DIGIT_CHARS + ",.")
+    head = window.rstrip("0123456789,.")
     number = window[len(head):].lstrip(",")
     if head.endswith(("-", "\u2212")) and (len(head) == 1 or not head[-2].isalnum()):
         number = "-" + number
@@ -316,8 +367,7 @@ def _last_number(text):
 
 def extract_answer(text, *, last_number=False):
     """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
-    answer, kind, _, text = _final_answer(text)
-    return _last_number(text) if kind is None and last_number else answer
+    return _final_answer(text, last_number)[0]
 
 # ----------------------------------------------------------------------------- parsing
 
@@ -337,27 +387,17 @@ _INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
 
 
-def _drop_thousands_commas(s):
-    """'1,234,567.5' -> '1234567.5'; anything else ('42,43', '1,23') is returned unchanged."""
-    head, dot, tail = s.partition(".")
+def _decimal(s):
+    """'-42', '42.00', '.5', '1,234,567.5' -> Fraction; anything else ('42,43', '1,23'), or more than MAX_DIGITS
+    long -> None."""
+    head, dot, tail = s.strip().partition(".")
     groups = head.lstrip("+-").split(",")
     if len(groups) > 1 and 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:]):
-        return head.replace(",", "") + dot + tail
-    return s
-
-
-def _decimal(s):
-    """'-42', '42.00', '.5', '1,234' -> Fraction; anything else, or more than MAX_DIGITS long -> None."""
-    s = _drop_thousands_commas(s.strip())
+        head = head.replace(",", "")  # thousands commas
+    s = head + dot + tail
     if len(s) > MAX_DIGITS or not _DECIMAL.fullmatch(s):
         return None
-    return Fraction(s) if "." in s else Fraction(int(s))  # int() is the fast common case
-
-
-def _ratio(a, b):
-    """a / b from two decimal strings, or None (unparseable or division by zero)."""
-    x, y = _decimal(a), _decimal(b)
-    return None if x is None or y is None or y == 0 else x / y
+    return Fraction(s) if dot else Fraction(int(s))  # int() is the fast common case
 
 
 def _unit_factor(unit, glued):
@@ -402,9 +442,7 @@ def parse_number(s):
     (An int or a Fraction, say a gold from a generated task, passes through.)"""
     if isinstance(s, (int, Fraction)):
         return Fraction(s)
-    if not isinstance(s, str) or len(s) > MAX_ANSWER_CHARS:
-        return None
-    return _parse(s)
+    return _parse(s) if isinstance(s, str) and len(s) <= MAX_ANSWER_CHARS else None
 
 
 @functools.lru_cache(maxsize=4096)  # golds repeat G times a group, answers often
@@ -422,13 +460,15 @@ def _parse(s):
             return None
         s = head.strip()
     frac = _FRAC.fullmatch(s)
-    if frac:
-        sign, a, a1, b, b1 = frac.groups()
-        value = _ratio(a or a1, b or b1)
-        value = -value if value is not None and sign == "-" else value
-    else:
-        value = _ratio(*s.split("/")) if s.count("/") == 1 else _decimal(s)
-    return None if value is None else value * factor
+    if frac:  # \frac{3}{4}, -\dfrac34
+        sign, a, b = frac[1], frac[2] or frac[3], frac[4] or frac[5]
+    else:  # 3/4, or a decimal over 1
+        a, slash, b = s.partition("/")
+        sign, b = "", b if slash else "1"
+    x, y = _decimal(a), _decimal(b)
+    if x is None or y is None or y == 0:
+        return None
+    return (-x if sign == "-" else x) / y * factor
 
 
 def is_correct(pred, gold):
@@ -444,9 +484,7 @@ def reward(completion, gold, *, format_bonus=0.0, last_number=False):
     (at most 0.1) when it ends on a tag, box or #### whose value parses."""
     if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
         raise ValueError(f"format_bonus must be in [0, {MAX_FORMAT_BONUS}], got {format_bonus}")
-    answer, kind, on_last_line, text = _final_answer(completion)
-    if kind is None and last_number:
-        answer = _last_number(text)
+    answer, kind, on_last_line = _final_answer(completion, last_number)
     r = 1.0 if is_correct(answer, gold) else 0.0
     if on_last_line and kind in ("tag", "box", "hashes") and parse_number(answer) is not None:
         r += format_bonus
@@ -454,96 +492,25 @@ def reward(completion, gold, *, format_bonus=0.0, last_number=False):
 
 
 def _gold_of_row(N, golds):
-    """Row i's gold: one gold per completion, or one per contiguous group (row b*G + g has golds[b])."""
+    """The gold of each of N rows, from one gold per row or one per contiguous group of rows."""
     if len(golds) == 0 or N % len(golds):
-        raise ValueError(f"need one gold per completion or per group of completions, "
-                         f"got {N} completions and {len(golds)} golds")
+        raise ValueError(f"need one gold per completion or per group of completions, got {N} completions and "
+                         f"{len(golds)} golds")
     G = N // len(golds)
     return [golds[i // G] for i in range(N)]
 
 
 def rewards(completions, golds, **options):
-    """reward() of every completion, as a float32 tensor (N,). `golds` holds one gold per
-    completion, or one per prompt when the N = B*G completions come in contiguous groups
-    (row b*G + g is answered by golds[b]). `options` are reward()'s keywords."""
-    row_golds = _gold_of_row(len(completions), golds)
-    return torch.tensor([reward(o, g, **options) for o, g in zip(completions, row_golds)],
-                        dtype=torch.float32)  # (N,)
+    """reward() of every completion (`options` are its keywords), as a float32 tensor (N,). `golds` holds one gold
+    per completion, or one per prompt when the N = B*G completions come in contiguous groups (row b*G + g is
+    answered by golds[b])."""
+    golds = _gold_of_row(len(completions), golds)
+    return torch.tensor([reward(o, g, **options) for o, g in zip(completions, golds)], dtype=torch.float32)  # (N,)
 
 
 def correct(completions, golds, *, last_number=False):
     """The verifier's verdict, a torch.bool tensor (N,): the final answer equals the gold. Count accuracy with
     this, never with the reward's value (a format bonus or partial credit is not accuracy). Golds as rewards()."""
-    row_golds = _gold_of_row(len(completions), golds)
-    return torch.tensor([is_correct(extract_answer(o, last_number=last_number), g)
-                         for o, g in zip(completions, row_golds)], dtype=torch.bool)  # (N,)
-
-# ----------------------------------------------------------------------------- evaluation metrics
-
-
-def pass_at_k(n, c, k):
-    """Unbiased pass@k (Chen et al. 2021) from n samples of which c are correct: 1 - C(n-c, k) / C(n, k),
-    the fraction of k-subsets holding a correct sample, computed exactly and then rounded to a float."""
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
-
-
-def _maj_counts(answers, gold):
-    """maj@k for every k = 1..n as exact Fractions: the score of a majority vote averaged over all k-subsets of
-    the n answers, counted over the values' multiplicities instead of enumerating the subsets.
-
-    The vote scores only when gold's value wins or ties. So for each t, the number of gold answers a subset
-    holds, count the ways to pick the rest: every other value at most t times, j of them exactly t (a tie of
-    j + 1 values scores 1 / (j + 1)). ways[j][s] counts the picks of s answers from the values seen at least
-    t times; abstentions and values seen fewer than t times fill the rest freely (C(free, k - t - s) ways)."""
-    n = len(answers)
-    votes = Counter(v for v in map(parse_number, answers) if v is not None)
-    g = parse_number(gold)
-    a = votes.pop(g, 0) if g is not None else 0
-    by_tie = [[0] * (len(votes) + 1) for _ in range(n + 1)]  # by_tie[k][j]: k-subsets where gold ties j others
-    for t in range(1, a + 1):
-        rivals = [r for r in votes.values() if r >= t]
-        ways = [[1]]
-        for r in rivals:
-            below, exactly = [math.comb(r, b) for b in range(t)], math.comb(r, t)
-            new = [[0] * (len(ways[0]) + t) for _ in range(len(ways) + 1)]
-            for j, row in enumerate(ways):
-                for s, w in enumerate(row):
-                    if w:
-                        for b, c in enumerate(below):
-                            new[j][s + b] += w * c
-                        new[j + 1][s + t] += w * exactly
-            ways = new
-        fill = [math.comb(n - a - sum(rivals), i) for i in range(n + 1)]
-        for j, row in enumerate(ways):
-            picks = [(s, w * math.comb(a, t)) for s, w in enumerate(row) if w]
-            for k in range(t, n + 1):
-                by_tie[k][j] += sum(w * fill[k - t - s] for s, w in picks if s <= k - t)
-    return [sum(Fraction(c, j + 1) for j, c in enumerate(by_tie[k]) if c) / math.comb(n, k) for k in range(1, n + 1)]
-
-
-def maj_at_k(answers, gold, k):
-    """maj@k of one problem from its n >= k extracted answers (strings or None): the expected score of a
-    majority vote over k answers drawn without replacement, i.e. averaged exactly over all k-subsets.
-    Answers vote by exact value ('0.5' and '1/2' are one vote); None and unparseable answers abstain; no
-    votes scores 0. Tie rule: a tie among m values scores the fraction of them equal to gold (1/m or 0),
-    the expected score of a random tie-break. maj@1 is the fraction of answers equal to gold, which is
-    pass@1 whenever correctness is judged by the same answers (abstentions are wrong in both)."""
-    if not 1 <= k <= len(answers):
-        raise ValueError(f"need 1 <= k <= {len(answers)} answers, got k={k}")
-    return float(_maj_counts(answers, gold)[k - 1])
-
-
-def sampled_metrics(completions, golds, G):
-    """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per
-    problem in contiguous groups (completion b*G + g answers golds[b]). Correctness is correct()'s."""
-    B = len(golds)
-    right = correct(completions, golds).view(B, G)  # (B, G)
-    answers = [extract_answer(c) for c in completions]
-    maj = [_maj_counts(answers[b * G:(b + 1) * G], golds[b]) for b in range(B)]
-    out = {}
-    for k in range(1, G + 1):
-        out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
-        out[f"maj@{k}"] = float(sum(m[k - 1] for m in maj) / B)
-    return out
+    golds = _gold_of_row(len(completions), golds)
+    return torch.tensor([is_correct(extract_answer(o, last_number=last_number), g) for o, g in zip(completions, golds)],
+                        dtype=torch.bool)  # (N,)

@@ -39,12 +39,20 @@ differs more and a rare token may too):
     "plain"   the loop in generate(): read it first, it is the reference;
     "static"  the same steps with fixed shapes (the fast path at the end of this file);
     "graph"   "static" with one decode step captured as a CUDA graph and replayed (CUDA only).
+
+Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
+over all k-subsets of its n samples, with correctness judged by reward.correct(). DeepSeekMath found that RL lifts
+maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new ones.
 """
+import math
+from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
 
+import reward
 from model import left_pad
 
 DECODERS = ("plain", "static", "graph")
@@ -272,3 +280,74 @@ def graphed(step, generator):
                 step()  # recorded, not run
         cuda_graph.replay()
     return run
+
+
+# ----------------------------------------------------------------------------- measuring samples: pass@k and maj@k
+
+
+def pass_at_k(n, c, k):
+    """Unbiased pass@k (Chen et al. 2021) from n samples of which c are correct: 1 - C(n-c, k) / C(n, k),
+    the fraction of k-subsets holding a correct sample, computed exactly and then rounded to a float."""
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def _maj_counts(answers, gold):
+    """maj@k for every k = 1..n as exact Fractions: the score of a majority vote averaged over all k-subsets of
+    the n answers, counted over the values' multiplicities instead of enumerating the subsets.
+
+    The vote scores only when gold's value wins or ties. So for each t, the number of gold answers a subset
+    holds, count the ways to pick the rest: every other value at most t times, j of them exactly t (a tie of
+    j + 1 values scores 1 / (j + 1)). ways[j][s] counts the picks of s answers from the values seen at least
+    t times; abstentions and values seen fewer than t times fill the rest freely (C(free, k - t - s) ways)."""
+    n = len(answers)
+    votes = Counter(v for v in map(reward.parse_number, answers) if v is not None)
+    g = reward.parse_number(gold)
+    a = votes.pop(g, 0) if g is not None else 0
+    by_tie = [[0] * (len(votes) + 1) for _ in range(n + 1)]  # by_tie[k][j]: k-subsets where gold ties j others
+    for t in range(1, a + 1):
+        rivals = [r for r in votes.values() if r >= t]
+        ways = [[1]]
+        for r in rivals:
+            below, exactly = [math.comb(r, b) for b in range(t)], math.comb(r, t)
+            new = [[0] * (len(ways[0]) + t) for _ in range(len(ways) + 1)]
+            for j, row in enumerate(ways):
+                for s, w in enumerate(row):
+                    if w:
+                        for b, c in enumerate(below):
+                            new[j][s + b] += w * c
+                        new[j + 1][s + t] += w * exactly
+            ways = new
+        fill = [math.comb(n - a - sum(rivals), i) for i in range(n + 1)]
+        for j, row in enumerate(ways):
+            picks = [(s, w * math.comb(a, t)) for s, w in enumerate(row) if w]
+            for k in range(t, n + 1):
+                by_tie[k][j] += sum(w * fill[k - t - s] for s, w in picks if s <= k - t)
+    return [sum(Fraction(c, j + 1) for j, c in enumerate(by_tie[k]) if c) / math.comb(n, k) for k in range(1, n + 1)]
+
+
+def maj_at_k(answers, gold, k):
+    """maj@k of one problem from its n >= k extracted answers (strings or None): the expected score of a
+    majority vote over k answers drawn without replacement, i.e. averaged exactly over all k-subsets.
+    Answers vote by exact value ('0.5' and '1/2' are one vote); None and unparseable answers abstain; no
+    votes scores 0. Tie rule: a tie among m values scores the fraction of them equal to gold (1/m or 0),
+    the expected score of a random tie-break. maj@1 is the fraction of answers equal to gold, which is
+    pass@1 whenever correctness is judged by the same answers (abstentions are wrong in both)."""
+    if not 1 <= k <= len(answers):
+        raise ValueError(f"need 1 <= k <= {len(answers)} answers, got k={k}")
+    return float(_maj_counts(answers, gold)[k - 1])
+
+
+def sampled_metrics(completions, golds, G):
+    """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per
+    problem in contiguous groups (completion b*G + g answers golds[b]). Correctness is reward.correct()'s."""
+    B = len(golds)
+    right = reward.correct(completions, golds).view(B, G)  # (B, G)
+    answers = [reward.extract_answer(c) for c in completions]
+    maj = [_maj_counts(answers[b * G:(b + 1) * G], golds[b]) for b in range(B)]
+    out = {}
+    for k in range(1, G + 1):
+        out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
+        out[f"maj@{k}"] = float(sum(m[k - 1] for m in maj) / B)
+    return out

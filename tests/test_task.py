@@ -1,0 +1,151 @@
+"""Properties of reward.py's task: make_problem's problems (the random stream they are drawn from, their arithmetic,
+the teacher's slips and check lines, the verifier paying exactly the unslipped solutions) and read_gsm8k (the
+sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
+of bad file)."""
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from reward import DataError, Problem, make_problem, read_gsm8k, reward
+
+DATA = Path(__file__).parent / "data"
+STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12
+CHECK = re.compile(r"check: (\d+)([-+])(\d+)=(\d+)")
+
+
+def value_of(question):
+    """The answer to a built-in question, worked out from its words alone."""
+    x = int(re.match(r"\w+ has (\d+) ", question)[1])
+    for more, less in re.findall(r", gets (\d+) more|, gives away (\d+)", question):
+        x += int(more) if more else -int(less)
+    return x
+
+
+def steps_hold(lines, pattern):
+    """Every line matches `pattern` and its arithmetic is right."""
+    for line in lines:
+        a, op, b, c = pattern.fullmatch(line).groups()
+        assert int(a) + (int(b) if op == "+" else -int(b)) == int(c), line
+    return True
+
+# ----------------------------------------------------------------------------- make_problem
+
+
+def test_make_problem_for_a_fixed_seed():
+    """Published runs depend on this stream: the same seed gives the same problems, draw for draw."""
+    rng = random.Random(0)
+    assert [tuple(make_problem(rng, 3, 0.3, 0.5)) for _ in range(3)] == [
+        ("Ned has 2 stamps, gives away 1, gets 5 more. How many stamps now?", "2-1=1\ncheck: 1+1=2\n1+5=6\n#### 6", "6"),
+        ("Gus has 4 eggs, gets 2 more, gets 9 more. How many eggs now?", "4+2=6\n6+9=15\n#### 15", "15"),
+        ("Eli has 3 books, gets 6 more, gets 7 more, gives away 4. How many books now?",
+         "3+6=9\ncheck: 9-6=3\n9+7=16\ncheck: 16-7=9\n16-4=12\n#### 12", "12")]
+    assert rng.random() == 0.8653099277716401  # and no more numbers drawn than these
+    assert make_problem(random.Random(5)) == Problem("Vic has 7 books, gives away 2. How many books now?",
+                                                     "7-2=5\n#### 5", "5")
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 4])
+def test_gold_is_the_value_of_the_question(difficulty):
+    rng, steps = random.Random(difficulty), set()
+    for _ in range(300):
+        pb = make_problem(rng, difficulty)
+        *lines, last = pb.solution.split("\n")
+        assert pb.gold == str(value_of(pb.question)) and last == f"#### {pb.gold}"
+        assert steps_hold(lines, STEP) and lines[-1].endswith(f"={pb.gold}")
+        assert all(1 <= int(n) <= 9 for n in re.findall(r"\d+", pb.question.split(",", 1)[1]))
+        steps.add(len(lines))
+    assert steps == set(range(1, difficulty + 1))
+
+
+def test_a_slip_repeats_the_number_before_the_last_operation():
+    for seed in range(200):
+        right, slipped = make_problem(random.Random(seed), 3), make_problem(random.Random(seed), 3, slip=1.0)
+        assert slipped.question == right.question and slipped.gold == right.gold
+        before_last = STEP.fullmatch(right.solution.split("\n")[-2])[1]
+        assert slipped.solution == right.solution.rpartition("####")[0] + f"#### {before_last}"
+        assert before_last != right.gold
+
+
+def test_verbose_adds_check_lines_whose_arithmetic_is_right():
+    for seed in range(200):
+        plain, verbose = make_problem(random.Random(seed), 3), make_problem(random.Random(seed), 3, verbose=1.0)
+        assert (verbose.question, verbose.gold) == (plain.question, plain.gold)
+        lines = verbose.solution.split("\n")[:-1]
+        assert steps_hold(lines[0::2], STEP) and steps_hold(lines[1::2], CHECK)
+        assert [line for line in lines if not line.startswith("check")] == plain.solution.split("\n")[:-1]
+    lengths = {len(make_problem(random.Random(seed), 3, verbose=0.5).solution) for seed in range(50)}
+    assert len(lengths) > 10
+
+
+def test_the_verifier_pays_the_teacher_unless_it_slipped():
+    rng, paid = random.Random(7), []
+    for _ in range(400):
+        pb = make_problem(rng, 3, slip=0.3, verbose=0.3)
+        slipped = not pb.solution.endswith(f"#### {pb.gold}")
+        assert reward(pb.solution, pb.gold) == (0.0 if slipped else 1.0)
+        paid.append(not slipped)
+    assert 0.6 < sum(paid) / len(paid) < 0.8  # about 1 - slip
+
+# ----------------------------------------------------------------------------- read_gsm8k
+
+
+def test_read_gsm8k_sample():
+    rows = [json.loads(line) for line in (DATA / "gsm8k_sample.jsonl").open(encoding="utf-8")]
+    problems = read_gsm8k(DATA / "gsm8k_sample.jsonl")
+    assert len(problems) == 30 and all(isinstance(pb, Problem) for pb in problems)
+    assert [pb.question for pb in problems] == [row["question"] for row in rows]
+    assert problems[0].gold == "18" and problems[0].solution.startswith("Janet sells 16 - 3 - 4 = 9 duck eggs")
+    for pb, row in zip(problems, rows):
+        assert "<<" not in pb.solution and pb.gold == row["answer"].rpartition("####")[2].strip()
+        assert reward(pb.solution, pb.gold) == 1.0
+
+
+def write(tmp_path, lines, name="data.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(b"".join(line if isinstance(line, bytes) else line.encode() for line in lines))
+    return path
+
+
+def row(question, answer):
+    return json.dumps({"question": question, "answer": answer}) + "\n"
+
+
+def test_read_gsm8k_drops_duplicates_keeps_the_first_and_skips_blank_lines(tmp_path):
+    path = write(tmp_path, [row("1+1?", "1+1=<<1+1=2>>2\n#### 2"), "\n", "   \n", row("2+2?", "#### 4"),
+                            row("1+1?", "#### 3")])
+    assert read_gsm8k(path) == [Problem("1+1?", "1+1=2\n#### 2", "2"), Problem("2+2?", "#### 4", "4")]
+
+
+GOOD = row("2+2?", "#### 4")
+BAD_FILES = {  # name: (lines of the file, the line named in the message, words the message holds)
+    "bad JSON": ([GOOD, "\n", '{"question": "1+1?", "answer": "#### 2"\n'], 3, "expected JSON"),
+    "missing key": ([GOOD, json.dumps({"question": "1+1?"}) + "\n"], 2, "expected JSON"),
+    "not an object": ([GOOD, "[1, 2]\n"], 2, "expected JSON"),
+    "no ####": ([row("1+1?", "The answer is 2."), GOOD], 1, "expected JSON"),
+    "gold not a number": ([GOOD, GOOD, row("1+1?", "#### two\n")], 3, "is not a number: 'two'"),
+    "latin-1 bytes": ([GOOD, '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1")], 2,
+                      "expected JSON"),
+    "empty file": ([], None, "holds 0 distinct problems; it needs at least 2"),
+    "one problem": ([GOOD, GOOD], None, "holds 1 distinct problems; it needs at least 2"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_FILES)
+def test_read_gsm8k_bad_file_is_a_one_line_data_error(tmp_path, name):
+    lines, line_number, words = BAD_FILES[name]
+    path = write(tmp_path, lines)
+    with pytest.raises(DataError) as e:
+        read_gsm8k(path)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(str(path)) and words in message
+    named = re.match(rf"{re.escape(str(path))} line (\d+): ", message)
+    assert (int(named[1]) if named else None) == line_number
+
+
+def test_read_gsm8k_missing_file(tmp_path):
+    with pytest.raises(DataError, match=r"^\S*nowhere\.jsonl: No such file") as e:
+        read_gsm8k(tmp_path / "nowhere.jsonl")
+    assert "\n" not in str(e.value) and isinstance(e.value, ValueError)
