@@ -1,8 +1,8 @@
 """
-reward.py: the task's problems, and the verifier that pays for their answers. A Problem is a question, a teacher's
-worked solution and a gold answer: make_problem() writes arithmetic word problems, read_gsm8k() reads GSM8K's JSONL.
-The verifier reads the final answer of a completion o, compares it exactly with the gold answer, and pays the
-reward r that GRPO's advantages are computed from:
+reward.py: the task's problems, and the verifier that pays for their answers. Problems come from make_problem()
+(built-in arithmetic word problems with a teacher's solutions) or read_gsm8k() (GSM8K-format JSONL). The verifier
+reads the final answer of a completion o, compares it exactly with the gold answer, and pays the reward r that
+GRPO's advantages are computed from:
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
@@ -15,8 +15,8 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to th
     (`#### Step 1`, `#### 1. Compute`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**").
  5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
  6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
- 7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
-    next line if the phrase ends its line. A tag or phrase holding a sentence with one plain number is that number.
+ 7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
+    line if the phrase ends its line. A tag or phrase holding one number and no operator or comparison is that number.
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, "is the answer \\boxed{42}"; "42,
     not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
@@ -28,7 +28,7 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to th
 13. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
     percents, no eval. 1e3, \\sqrt{2}, \\pi, forty-two do not parse. No answer never counts as the value 0.
 So a final statement that is refused or holds no number (\\pi, a box cut off) pays 0 and never falls back to an
-earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer, and a hedge (`41 or 42`) 0.
+earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer; a hedge (`41 or 42`) pays 0.
 Not read: prose with no answer mark ("So she makes $18."), number words, sets, intervals and expressions.
 Format bonus b in [0, 0.1], 0 by default (R1's format reward, kept small): paid when the final statement is a
 tag, box or #### whose value parses, on the completion's last non-blank line; a prose phrase earns none.
@@ -117,9 +117,9 @@ def read_gsm8k(path):
             question, answer = str(row["question"]), str(row["answer"])
         except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise DataError(f"{path} line {i}: {expected}") from e
-        gold = answer.rpartition("####")[2].strip()
         if "####" not in answer:
             raise DataError(f"{path} line {i}: {expected}")
+        gold = answer.rpartition("####")[2].strip()
         if parse_number(gold) is None:
             raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
         problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
@@ -137,8 +137,8 @@ _HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")),                        # ~~struck
            ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))   # LaTeX comments, not 50% or 50 %
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
-_PHRASE = re.compile(r"(?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[ \t]*(?::|=|is\b|was\b|"
-                     r"would\sbe\b|will\sbe\b|should\sbe\b|(?P<negated>(?:is|was)n['\u2019]t\b))", re.I)
+_PHRASE = re.compile(r"(?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[ \t]*(?::|=|"
+                     r"(?:is|was|(?:would|will|should)\sbe)\b|(?P<negated>(?:is|was)n['\u2019]t\b))", re.I)
 _TITLE = re.compile(r"[#* \t]*(?:final\s)?", re.I)  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _LEAD = re.compile(r"[ \t:*}]*(?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also|"
@@ -146,8 +146,7 @@ _LEAD = re.compile(r"[ \t:*}]*(?:(?:indeed|therefore|thus|then|clearly|exactly|s
 _NOT_VALUE = re.compile(r"(?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified|"
                         r"confirmed|as follows|below|above|shown|given|the same|that)\b", re.I)  # a verdict
 _OPENERS = re.compile(r"(?:\s|\$|\\\[|\\\(|\*)*")
-_VALUE_END = re.compile(r"\.(?=\s|$)|[!?;<\n\u2600-\u27bf\U0001f300-\U0001faff]|,(?=[ \t]+[^\d\s-])|[ \t]\("
-                        r"|[ \t]\u2014|\*\*")
+_VALUE_END = re.compile(r"\.(?!\S)|[!?;<\n\u2600-\u27bf\U0001f300-\U0001faff]|,(?=[ \t]+[^\d\s-])|[ \t][(\u2014]|\*\*")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _CLAUSE_START = re.compile(r"[.!?;](?=\s)|[!?\n]|,\s")
 _DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether|"
@@ -155,7 +154,7 @@ _DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|proba
                     r"originally)\b|n['\u2019]t\b|\?", re.I)
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b", re.I)  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
-_RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
+_RETRACT = re.compile(r"\b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
                       r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
                       r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|second thought|"
                       r"messed up|miscalculat\w*|overlooked|made an? error|start over|redo|"
@@ -164,8 +163,7 @@ _RETRACT = re.compile(r"\b(?:wait|actually|mistake|mistaken|wrong|incorrect|oops
                       r"|(?:\bnot|n['\u2019]t)(?: be)?(?: quite)?(?: the)? (?:right|correct)\b"
                       r"|\bnot really|(?:^|[.!?;\u2014]\s)\s*(?:or|no)\b", re.I | re.M)
 _MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
-_OPERATOR_WORDS = (r"times|plus|minus|divided|squared|cubed|dozens?|hundreds?|thousands?|millions?|billions?|"
-                   r"trillions?")
+_OPERATOR_WORDS = r"times|plus|minus|divided|squared|cubed|(?:dozen|hundred|thousand|million|billion|trillion)s?"
 _GLUED_BEFORE = re.compile(r"(?:[0-9{|}]|(?<!\\)[(\[]|(?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]"
                            r"|(?<!\*)\*|" + _MATH_OPS + r"|\\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[ \t]*)\Z")
 _BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[:,][ \t]*[0-9]|[ \t]*(?:"

@@ -37,7 +37,7 @@ Three decoders; for the same seed, the same tokens, masks, T and generator state
 log-probs equal up to float rounding (tests/test_sample.py; float32: under bf16 autocast, rounding
 differs more and a rare token may too):
     "plain"   the loop in generate(): read it first, it is the reference;
-    "static"  the same steps with fixed shapes (the fast path at the end of this file);
+    "static"  the same steps with fixed shapes (the fast path, after generate());
     "graph"   "static" with one decode step captured as a CUDA graph and replayed (CUDA only).
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
