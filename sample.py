@@ -351,3 +351,51 @@ def sampled_metrics(completions, golds, G):
         out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
         out[f"maj@{k}"] = float(sum(m[k - 1] for m in maj) / B)
     return out
+
+
+@torch.no_grad()
+def evaluate(model, prompts, golds, G, max_new_tokens, enc, temperature=1.0, eos_id=256, batch=64, generator=None,
+             decode="plain"):
+    """A policy on held-out problems (prompts as token lists, and their gold answers): greedy accuracy (one
+    greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
+    k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the
+    verifier's verdict, reward.correct(), never with a reward's value."""
+    greedy, samples = [], []
+    for i in range(0, len(prompts), batch):
+        chunk = prompts[i:i + batch]
+        greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
+        samples += completions_text(generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id,
+                                             generator=generator, decode=decode), enc)
+    acc = reward.correct(greedy, golds).float().mean().item()
+    return {"greedy_acc": acc, "greedy_acc_se": math.sqrt(acc * (1 - acc) / len(golds)),
+            **sampled_metrics(samples, golds, G)}
+
+
+if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"
+    import argparse
+    import sys
+
+    from model import LoadError, load_model
+    p = argparse.ArgumentParser(description="Sample G completions per question from a checkpoint (train.py's, or "
+                                            "GPT-2's) and show the answer the verifier reads in each.")
+    p.add_argument("question", nargs="+", help="questions; the checkpoint's prompt template is applied")
+    p.add_argument("--ckpt", default="out/ckpt.pt", help="a nanogrpo checkpoint, or a GPT-2 file or folder")
+    p.add_argument("--G", type=int, default=4, help="completions per question")
+    p.add_argument("--max_new_tokens", type=int, default=64, help="completion length limit")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    p.add_argument("--top_k", type=int, default=None, help="sample among the k most likely tokens only")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sampling generator")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda, mps or cpu")
+    args = p.parse_args()
+    try:
+        model, enc, prompt = load_model(args.ckpt, device=args.device)
+        prompts = [enc.encode(prompt.format(question=q)) for q in args.question]
+        T = min(args.max_new_tokens, model.config.block_size - max(map(len, prompts)))  # what fits the model
+        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=enc.eot_token,
+                        generator=torch.Generator(args.device).manual_seed(args.seed))
+    except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag or device: one line, no traceback
+        sys.exit(f"error: {e}")
+    for i, text in enumerate(completions_text(roll, enc)):
+        if i % args.G == 0:
+            print(f"=== {args.question[i // args.G]}")
+        print(f"--- sample {i % args.G + 1}: answer {reward.extract_answer(text)!r}\n{text}")

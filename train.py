@@ -14,7 +14,7 @@ One GRPO step (Shao et al. 2024, DeepSeekMath), each line a call into one other 
 warm-started (SFT) on a teacher that is wrong some of the time; a rule-based verifier; π_old's log-probs come
 from the first update's own forward, so with μ = 1 the ratio is exactly 1 (the sampler's are compared: logp_gap).
 """
-import argparse, copy, json, math, os, random, shutil, signal, sys, time, zlib
+import argparse, copy, json, math, os, random, shutil, signal, sys, tempfile, time, zlib
 from contextlib import nullcontext
 from datetime import timedelta
 import torch
@@ -71,7 +71,8 @@ arg("--compile", action=argparse.BooleanOptionalAction, default=False, help="tor
 arg("--decode", default="plain", choices=sample.DECODERS, help="sampler: plain loop, static shapes, or CUDA graph")
 arg("--out_dir", default="out", help="for metrics.jsonl, ckpt.pt and the cached warm start warmstart.pt")
 args, ckpt = p.parse_args(), None
-ckpt_path, warm_path, metrics_path = (os.path.join(args.out_dir, f) for f in ("ckpt.pt", "warmstart.pt", "metrics.jsonl"))
+ckpt_path, warm_path, metrics_path = (os.path.join(args.out_dir, name) for name in ("ckpt.pt", "warmstart.pt",
+                                                                                   "metrics.jsonl"))
 if args.init_from == "resume":  # nanoGPT's rule: the checkpoint's settings, but for the few that may change
     ckpt = load_checkpoint(ckpt_path)
     if "args" not in ckpt:
@@ -85,17 +86,17 @@ scratch = "scratch" in (args.init_from, ckpt and ckpt["args"]["init_from"])
 args.sft_steps = (3000 if CUDA else 1000) * scratch if args.sft_steps is None else args.sft_steps
 args.sft_lr = args.sft_lr or (2e-3 if scratch else 3e-5)
 checks = {  # the one validation block; NaN fails every comparison, so it lands here too
-    "--G >= 2": args.G >= 2, "--beta >= 0": args.beta >= 0, "--mu >= 1": args.mu >= 1, "--difficulty >= 1":
-    args.difficulty >= 1, "--clip_eps > 0": args.clip_eps > 0 and (args.clip_eps_high or 1) > 0,
-    "--lr, --sft_lr > 0": 0 < min(args.lr, args.sft_lr) and max(args.lr, args.sft_lr) < 1e9,
-    "--batch_prompts >= 1, --micro_batch >= 0": args.batch_prompts >= 1 and args.micro_batch >= 0,
-    "--max_new_tokens >= 1": args.max_new_tokens >= 1, "--temperature >= 0.01": args.temperature >= 0.01,
-    f"--format_bonus <= {reward.MAX_FORMAT_BONUS}": 0 <= args.format_bonus <= reward.MAX_FORMAT_BONUS,
-    f"--steps >= {ckpt['step'] if ckpt else 0}": args.steps >= (ckpt["step"] if ckpt else 0), "--sft_steps >= 0":
-    args.sft_steps >= 0,
-    "--eval_every, --eval_size >= 1": min(args.eval_every, args.eval_size) >= 1,
+    "--G >= 2": args.G >= 2, "--beta >= 0": args.beta >= 0, "--temperature >= 0.01": args.temperature >= 0.01,
+    "--clip_eps > 0 (and --clip_eps_high)": args.clip_eps > 0 and (args.clip_eps_high or 1) > 0,
+    "--lr > 0, --sft_lr > 0": 0 < min(args.lr, args.sft_lr) and max(args.lr, args.sft_lr) < 1e9,
+    "--mu, --batch_prompts, --max_new_tokens >= 1": min(args.mu, args.batch_prompts, args.max_new_tokens) >= 1,
+    "--eval_every, --eval_size, --difficulty >= 1": min(args.eval_every, args.eval_size, args.difficulty) >= 1,
+    "--micro_batch >= 0, --sft_steps >= 0": min(args.micro_batch, args.sft_steps) >= 0,
+    f"--steps >= {ckpt['step'] if ckpt else 0}": args.steps >= (ckpt["step"] if ckpt else 0),
+    f"--format_bonus in [0, {reward.MAX_FORMAT_BONUS}]": 0 <= args.format_bonus <= reward.MAX_FORMAT_BONUS,
     "--teacher_slip, --verbose in [0, 1]": 0 <= args.teacher_slip <= 1 and 0 <= args.verbose <= 1,
-    "--n_embd a multiple of --n_head": min(args.n_layer, args.n_head) > 0 and args.n_embd % args.n_head == 0}
+    "--n_layer, --n_head >= 1 and --n_embd a multiple of --n_head":
+        min(args.n_layer, args.n_head) >= 1 and args.n_embd % args.n_head == 0}
 for need in [need for need, ok in checks.items() if not ok][:1]:
     die(f"this run needs {need} (see --help)")
 world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))  # set by torchrun
@@ -107,10 +108,10 @@ if world > 1:
     device = f"cuda:{os.environ['LOCAL_RANK']}" if device == "cuda" else device
     if device.startswith("cuda"): torch.cuda.set_device(device)
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=2))
-bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device != "cpu" and CUDA and torch.cuda.is_bf16_supported())
+bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and "cuda" in device and torch.cuda.is_bf16_supported())
 autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if bf16 else nullcontext()
 os.makedirs(args.out_dir, exist_ok=True)  # fail now, not after the warm start, if out_dir takes no files
-open(os.path.join(args.out_dir, f".probe{rank}"), "w").close(), os.remove(os.path.join(args.out_dir, f".probe{rank}"))
+tempfile.TemporaryFile(dir=args.out_dir).close()
 if master and not ckpt and os.path.exists(ckpt_path):
     os.remove(ckpt_path)  # a fresh run replaces the old one: it can never be resumed into another run's state
 if master: print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
@@ -130,13 +131,11 @@ fwd = torch.compile(model) if args.compile else model  # the training forward; s
 
 def encode_prompt(question):
     return enc.encode(prompt.format(question=question))
-
 def fits(pb):
     """The one block-size check: prompt + completion (the longer of T and the solution with EOS) fit the model."""
     need = len(encode_prompt(pb.question)) + max(args.max_new_tokens, len(enc.encode(pb.solution)) + 1)
     if need > cfg.block_size:
-        die(f"a prompt + completion needs {need} tokens > block_size {cfg.block_size}; raise --block_size or "
-            f"lower --max_new_tokens (question {pb.question[:30]!r}...)")
+        die(f"{pb.question[:30]!r}...: prompt + answer need {need} tokens > --block_size {cfg.block_size}")
     return pb
 
 if args.data:  # the last 10% (at most --eval_size) of the distinct questions are held out, never trained on
@@ -155,12 +154,10 @@ def next_problem(rng):
     while (pb := reward.make_problem(rng, args.difficulty, args.teacher_slip, args.verbose)).question in held_out:
         pass
     return fits(pb)
-
 def reward_fn(texts, golds):
     """THE reward hook: (N,) rewards of N completions. A fork's partial credit or format reward goes here;
     accuracy is always the verifier's correctness (reward.correct), never these values."""
     return reward.rewards(texts, golds, format_bonus=args.format_bonus)
-
 def logprobs(net, roll, rows, temperature=args.temperature):
     """(n, T) log-probs of the completion tokens of a Rollout's `rows` under `net`: the one training forward."""
     with autocast:
@@ -170,8 +167,8 @@ def logprobs(net, roll, rows, temperature=args.temperature):
 # ----------------------------------------------------------------------------- warm start
 def warm_start():
     """Supervised fine-tuning: maximise the log-likelihood of the teacher's solutions (with EOS), token mean."""
-    opt, rng = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1), \
-        random.Random(f"{args.seed}-sft")
+    opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1)
+    rng = random.Random(f"{args.seed}-sft")  # the warm start's problems
     for it in range(1, args.sft_steps + 1):
         for group in opt.param_groups:  # linear warmup, cosine decay to 10%
             group["lr"] = args.sft_lr * min(1, it / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps)))
@@ -225,7 +222,6 @@ def all_rows(t):
     parts = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(parts, t)
     return torch.cat(parts)
-
 def log(record, show):
     """One record to metrics.jsonl (strict JSON: a non-finite number is null) and its `show` keys to stdout."""
     record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
@@ -239,37 +235,25 @@ def checkpoint():  # no random state to save: every step re-seeds its streams fr
         save_checkpoint(ckpt_path, model, enc.name, prompt, optimizer=optimizer.state_dict(), step=step, task=task,
                         args=vars(args), ref=ref and ref.state_dict(), log_bytes=os.path.getsize(metrics_path))
 
-@torch.no_grad()
-def evaluate():
-    """Greedy accuracy (± its standard error) and pass@k / maj@k for k = 1..G on the held-out problems, with
-    a generator of its own: the numbers depend on the weights only, not on the training streams."""
-    eval_gen, greedy, samples = torch.Generator(device).manual_seed(args.seed + 1), [], []
-    for i in range(0, len(test), args.batch_prompts):
-        prompts = [encode_prompt(pb.question) for pb in test[i:i + args.batch_prompts]]
-        for out, G, temperature, g in ((greedy, 1, 0, None), (samples, args.G, args.temperature, eval_gen)):
-            with autocast:
-                roll = sample.generate(model, prompts, G, args.max_new_tokens, temperature, eos_id=EOS, generator=g,
-                                       decode=args.decode)
-            out += sample.completions_text(roll, enc)
-    golds = [pb.gold for pb in test]
-    acc = reward.correct(greedy, golds).float().mean().item()
-    log({"kind": "eval", "step": step, "greedy_acc": acc, "greedy_acc_se": math.sqrt(acc * (1 - acc) / len(test)),
-         **reward.sampled_metrics(samples, golds, args.G)},
+def evaluate():  # on the held-out problems, with a generator of its own: the numbers depend on the weights only
+    with autocast:
+        ev = sample.evaluate(model, [encode_prompt(pb.question) for pb in test], [pb.gold for pb in test], args.G,
+                             args.max_new_tokens, enc, args.temperature, eos_id=EOS, batch=args.batch_prompts,
+                             generator=torch.Generator(device).manual_seed(args.seed + 1), decode=args.decode)
+    log({"kind": "eval", "step": step, **ev},
         ["kind", "step", "greedy_acc", "greedy_acc_se", "pass@1", f"pass@{args.G}", "maj@1", f"maj@{args.G}"])
 
 stop = []  # Ctrl-C asks to stop: the step in flight finishes on every rank, then a checkpoint is saved
-
 def request_stop(signum, frame):
     print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
     stop.append(signum)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
 signal.signal(signal.SIGINT, request_stop)
 if master and not ckpt: evaluate()  # the starting point: the warm start's accuracy and pass@k
 start_step, B = step, args.batch_prompts // world  # B: this rank's prompts per step
 while step < args.steps:
     t0, rng = time.time(), random.Random(f"{args.seed}-grpo-{step}")  # the step's problems: the same on every rank
-    gen.manual_seed(hash((args.seed, step, rank)) % 2**62)            # this rank's own sampling stream
+    gen.manual_seed(args.seed + 1_000_003 * (rank + 1) + step)       # this rank's own sampling stream
     # 1. sample G completions for this rank's share of the step's prompts (rows b*G .. b*G+G-1 answer prompt b)
     problems = [next_problem(rng) for _ in range(args.batch_prompts)][rank * B:(rank + 1) * B]
     with autocast:
@@ -284,8 +268,7 @@ while step < args.steps:
     # the step's loss denominators over all micro-batches and ranks, and whether any rank's policy diverged
     counts = all_sum(torch.stack([mask.sum(), (~torch.isfinite(roll.logprobs[mask])).sum()]).float())  # (2,)
     if counts[1] > 0:
-        die(f"step {step + 1}: the policy's log-probs are not finite (its weights diverged: lower --lr); "
-            f"the last checkpoint is intact")
+        die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
     totals = dict(num_seqs=args.batch_prompts * args.G, num_tokens=counts[0].clamp(min=1), max_len=args.max_new_tokens)
     micro = [slice(i, i + (args.micro_batch or N)) for i in range(0, N, args.micro_batch or N)]
     # 4. π_ref's log-probs of the sampled tokens, once per rollout, without grad
@@ -317,9 +300,10 @@ while step < args.steps:
     table = all_rows(torch.stack([rewards, correct.float(), roll.lengths.float(), roll.truncated.float(),
                                   ((old_logp - roll.logprobs).abs() * mask).amax(dim=1)], dim=1))  # (B*G*world, 5)
     right, length, gap, dt = table[:, 1] > 0, table[:, 2], table[:, 4].max().item(), time.time() - t0
-    log({"kind": "train", "step": step, **{k: v.item() for k, v in advantage.group_stats(table[:, 0], args.G).items()},
-         "acc": right.float().mean().item(), **stats, "len": length.mean().item(), "len_right": length[right].mean().item(),
-         "len_wrong": length[~right].mean().item(), "truncated": table[:, 3].mean().item(), "logp_gap": gap,
+    groups = {k: v.item() for k, v in advantage.group_stats(table[:, 0], args.G).items()}  # reward_mean, dead_frac..
+    log({"kind": "train", "step": step, **groups, "acc": right.float().mean().item(), **stats,
+         "len": length.mean().item(), "truncated": table[:, 3].mean().item(),
+         "len_right": length[right].mean().item(), "len_wrong": length[~right].mean().item(), "logp_gap": gap,
          "tok_s": stats["num_tokens"] / dt, "dt": dt},
         "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split())
     if master and gap > (0.1 if bf16 else 1e-3):  # π_old must be scored like the sampler: temperature, masks, dtype

@@ -1,5 +1,7 @@
 """train.py end to end, as a user runs it: resume, the warm-start cache, learning, user errors, reliability,
 the temperature contract, plug-in points, and data-parallel ranks under torchrun."""
+import contextlib
+import io
 import json
 import os
 import random
@@ -15,7 +17,7 @@ import torch.nn.functional as F
 import advantage
 import grpo
 import reward
-from model import GPT, GPTConfig, get_tokenizer
+from model import GPT, GPTConfig, get_tokenizer, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--n_layer", "1", "--n_embd", "32", "--block_size", "128", "--max_new_tokens", "24",
@@ -23,24 +25,33 @@ TINY = ["--n_layer", "1", "--n_embd", "32", "--block_size", "128", "--max_new_to
 
 
 def run(*flags, timeout=240, torchrun=0):
+    """train.py in a process of its own (python, or torchrun with that many ranks), as a user runs it."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}"] \
         if torchrun else [sys.executable]
     return subprocess.run([*launcher, os.path.join(ROOT, "train.py"), *flags],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def run_here(monkeypatch, *flags):
-    """train.py in this process (so that a test can patch a library function first); returns the exit code."""
-    monkeypatch.setattr(sys, "argv", ["train.py", *flags])
-    hook, handler = sys.excepthook, signal.getsignal(signal.SIGINT)
+def here(*flags):
+    """train.py in this process: no interpreter to start, and a test may patch a library function first. Its
+    output and exit code are those of a process of its own: an uncaught error goes to train.py's excepthook."""
+    out, err, saved = io.StringIO(), io.StringIO(), (sys.argv, sys.excepthook, signal.getsignal(signal.SIGINT))
+    sys.argv = ["train.py", *flags]
     try:
-        runpy.run_path(os.path.join(ROOT, "train.py"), run_name="__main__")
-        return 0
-    except SystemExit as e:
-        return e.code
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                try:
+                    runpy.run_path(os.path.join(ROOT, "train.py"), run_name="__main__")
+                    code = 0
+                except Exception as e:  # what the interpreter would hand to sys.excepthook
+                    sys.excepthook(type(e), e, e.__traceback__)
+                    code = 1
+            except SystemExit as e:  # sys.exit(message): the message goes to stderr, the exit code is 1
+                code = e.code if isinstance(e.code, int) or e.code is None else print(e.code, file=sys.stderr) or 1
     finally:
-        sys.excepthook = hook
-        signal.signal(signal.SIGINT, handler)
+        sys.argv, sys.excepthook = saved[:2]
+        signal.signal(signal.SIGINT, saved[2])
+    return subprocess.CompletedProcess(flags, code or 0, out.getvalue(), err.getvalue())
 
 
 def records(out_dir, kind):
@@ -82,20 +93,23 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
 def test_warm_start_is_cached_and_eval_size_does_not_redo_it(tmp_path):
     out = str(tmp_path / "out")
     flags = [*TINY, "--steps", "0", "--sft_steps", "3", "--out_dir", out]
-    assert run(*flags).returncode == 0
-    r = run(*flags[:-4], "--eval_size", "6", "--out_dir", out)
+    r = here(*flags)
+    assert r.returncode == 0 and "warm start 3/3" in r.stdout, r.stderr
+    r = here(*flags, "--eval_size", "6")  # the last --eval_size wins; the warm start does not depend on it
     assert r.returncode == 0, r.stderr
-    assert "warm start 3/3" not in r.stdout  # loaded, not retrained
+    assert "warm start 3/3" not in r.stdout and "warm start: 3 steps" in r.stdout  # loaded, not retrained
+    r = here(*flags, "--teacher_slip", "0.5")  # another task: another warm start
+    assert r.returncode == 0 and "warm start 3/3" in r.stdout, r.stderr
 
 
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     flags = [*TINY, "--sft_steps", "3", "--eval_every", "2", "--mu", "2"]
-    assert run(*flags, "--steps", "4", "--out_dir", a).returncode == 0
-    assert run(*flags, "--steps", "2", "--out_dir", b).returncode == 0
+    assert here(*flags, "--steps", "4", "--out_dir", a).returncode == 0
+    assert here(*flags, "--steps", "2", "--out_dir", b).returncode == 0
     with open(os.path.join(b, "metrics.jsonl"), "a") as f:
         f.write('{"kind": "train", "st')  # a crash cut a line short after the checkpoint
-    r = run(*TINY, "--steps", "4", "--out_dir", b, "--init_from", "resume")
+    r = here(*TINY, "--steps", "4", "--out_dir", b, "--init_from", "resume")
     assert r.returncode == 0, r.stderr
 
     def strip(rows):
@@ -127,7 +141,7 @@ def trivial_task(tmp_path):
         loss.backward()
         opt.step()
     init = tmp_path / "init.pt"
-    torch.save(model.state_dict(), init)
+    save_checkpoint(init, model, enc)
     return ["--data", str(data), "--init_from", str(init), "--max_new_tokens", "8", "--device", "cpu", "--G", "8",
             "--seed", "0"]
 
@@ -140,8 +154,192 @@ def task(tmp_path_factory):
 def test_grpo_raises_reward_on_a_trivial_task(tmp_path, task):
     """GRPO with the verifier must learn to give the right digit (reward ≈ 0.3 -> near 1)."""
     out = str(tmp_path / "out")
-    r = run(*task, "--batch_prompts", "8", "--steps", "30", "--eval_every", "30", "--lr", "3e-3", "--out_dir", out)
+    r = here(*task, "--batch_prompts", "8", "--steps", "30", "--eval_every", "30", "--lr", "3e-3", "--out_dir", out)
     assert r.returncode == 0, r.stderr
     rewards = [t["reward_mean"] for t in records(out, "train")]
     assert rewards[0] < 0.5, rewards             # it starts near the teacher's 0.25 + 0.75 / 10
     assert sum(rewards[-5:]) / 5 > 0.8, rewards  # and learns to give the right digit
+
+
+def test_user_errors_are_one_line_messages(tmp_path):
+    def write(name, data):
+        path = tmp_path / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+        return str(path)
+    bad = write("bad.jsonl", '{"question": "q", "answer": "#### 1"}\n{"question": "q"\n')
+    no_marker = write("nomark.jsonl", '{"question": "q", "answer": "42"}\n')
+    same = write("same.jsonl", '{"question": "q", "answer": "#### 1"}\n' * 5)  # one distinct question
+    latin1 = write("latin1.jsonl", '{"question": "caf\xe9", "answer": "#### 1"}\n'.encode("latin-1"))
+    a_file = write("a_file", "not a folder")
+    cases = [(["--G", "1"], "--G >= 2"), (["--beta", "-0.1"], "--beta"), (["--beta", "nan"], "--beta"),
+             (["--G", "two"], "--G"), (["--lr", "inf"], "--lr"), (["--n_embd", "30"], "--n_head"),
+             (["--adv", "nope"], "--adv"), (["--format_bonus", "0.5"], "--format_bonus"),
+             (["--data", str(tmp_path / "missing.jsonl")], "missing.jsonl"), (["--data", bad], "line 2"),
+             (["--data", no_marker], "line 1"), (["--data", same], "1 distinct"), (["--data", latin1], "line 1"),
+             (["--init_from", write("a.pt", "a")], "a.pt"), (["--init_from", write("notes.pt", "some notes")], "notes"),
+             (["--init_from", write("empty.pt", b"")], "empty"), (["--init_from", str(tmp_path / "no.pt")], "no.pt"),
+             (["--block_size", "40"], "block_size"), (["--out_dir", a_file + "/out"], "a_file"),
+             (["--init_from", "resume", "--out_dir", str(tmp_path / "nothing")], "ckpt.pt")]
+    for i, (flags, words) in enumerate(cases):
+        runner = run if i in (0, 8) else here  # a process of its own for one bad flag and one bad file
+        r = runner(*TINY, "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"), *flags)
+        assert one_line_error(r, words), (flags, r.stderr)
+
+
+def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "warmstart.pt").write_text("x")  # a damaged cache
+    r = here(*TINY, "--sft_steps", "2", "--steps", "0", "--out_dir", str(out))
+    assert one_line_error(r, "warmstart.pt"), r.stderr
+    (out / "warmstart.pt").unlink()
+    (out / "ckpt.pt").write_bytes(b"a")
+    r = here(*TINY, "--init_from", "resume", "--steps", "1", "--out_dir", str(out))
+    assert one_line_error(r, "ckpt.pt"), r.stderr
+
+
+def test_a_diverging_learning_rate_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tmp_path, task):
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--lr", "1e6", "--out_dir", out)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "lower --lr" in r.stderr, r.stderr
+    state = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["model"]
+    assert all(torch.isfinite(t).all() for t in state.values())
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))  # strict JSON
+
+
+def test_micro_batches_give_the_one_batch_step(tmp_path, task):
+    """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch."""
+    logs = []
+    for mb in ("0", "3"):
+        out = str(tmp_path / f"mb{mb}")
+        r = here(*task, "--steps", "1", "--mu", "2", "--agg", "dapo", "--micro_batch", mb, "--lr", "3e-3",
+                "--batch_prompts", "4", "--out_dir", out)
+        assert r.returncode == 0, r.stderr
+        logs.append(records(out, "train")[0])
+    one, acc = logs
+    assert abs(one["pg_loss"]) > 1e-4 and one["kl"] > 0  # μ = 2: the second update sees a moved policy
+    for k in ("loss", "pg_loss", "kl_loss", "kl", "ratio_mean", "reward_mean", "num_tokens", "clip_frac_low"):
+        assert abs(one[k] - acc[k]) <= 1e-5 + 1e-3 * abs(one[k]), (k, one[k], acc[k])
+
+
+def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
+    out = str(tmp_path / "out")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "train.py"), *TINY, "--steps", "1000",
+                             "--sft_steps", "3", "--eval_every", "1000", "--out_dir", out],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        if line.startswith("step 2 "):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "continue with --init_from resume" in err
+    steps = [t["step"] for t in records(out, "train")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
+    saved = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["step"]
+    assert saved == steps[-1]  # the checkpoint holds every logged step, no half step
+    r = run(*TINY, "--steps", str(saved + 1), "--out_dir", out, "--init_from", "resume")
+    assert r.returncode == 0, r.stderr
+    assert [t["step"] for t in records(out, "train")] == list(range(1, saved + 2))
+
+
+def test_resume_keeps_the_run_settings_and_a_moved_data_file(tmp_path, task):
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "2", "--steps", "1", "--temperature", "0.7", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    moved = tmp_path / "moved.jsonl"
+    moved.write_bytes(open(task[task.index("--data") + 1], "rb").read())
+    r = here("--steps", "2", "--out_dir", out, "--init_from", "resume", "--data", str(moved))  # no other flag
+    assert r.returncode == 0, r.stderr
+    args = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["args"]
+    assert args["temperature"] == 0.7 and args["G"] == 8 and args["steps"] == 2
+    assert [t["step"] for t in records(out, "train")] == [1, 2]
+    r = here("--G", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume")
+    assert one_line_error(r, "--G 4 differs"), r.stderr
+
+
+def test_the_trainer_scores_at_the_sampling_temperature(tmp_path, task):
+    """logp_gap: π_old's log-probs of the sampled tokens against the sampler's. At τ = 0.7 they agree to float
+    rounding only if train.py scores with the sampler's τ (scoring at τ = 1 gives a gap of order 1)."""
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "4", "--steps", "2", "--temperature", "0.7", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    assert all(t["logp_gap"] < 1e-4 for t in records(out, "train")), [t["logp_gap"] for t in records(out, "train")]
+    assert "WARNING" not in r.stdout
+
+
+def test_every_stat_of_grpo_loss_reaches_the_log(tmp_path, task, monkeypatch):
+    """A fork's new statistic: returned by grpo_loss, it lands in metrics.jsonl with no change to train.py."""
+    plain = grpo.grpo_loss
+
+    def with_entropy(*a, **kw):
+        loss, stats = plain(*a, **kw)
+        return loss, {**stats, "my_stat": torch.tensor(1.5)}
+    monkeypatch.setattr(grpo, "grpo_loss", with_entropy)
+    out = str(tmp_path / "out")
+    assert here(*task, "--batch_prompts", "2", "--steps", "1", "--micro_batch", "4", "--out_dir", out).returncode == 0
+    assert records(out, "train")[0]["my_stat"] == 1.5 * 4  # 16 rows in 4 micro-batches: shares of the step add
+
+
+def test_a_name_added_to_a_library_tuple_is_a_flag_choice(tmp_path, task, monkeypatch):
+    plain = advantage.group_advantages
+    monkeypatch.setattr(advantage, "METHODS", advantage.METHODS + ("halved",))
+    monkeypatch.setattr(advantage, "group_advantages",
+                        lambda r, G, method="std", **kw: plain(r, G, "std" if method == "halved" else method) / 2)
+    out = str(tmp_path / "out")
+    assert here(*task, "--batch_prompts", "2", "--steps", "1", "--adv", "halved", "--out_dir", out).returncode == 0
+    assert records(out, "train")[0]["step"] == 1
+
+
+def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, monkeypatch):
+    """A fork that changes the reward (here: 0.5 for everything) changes reward_mean, never acc or greedy_acc."""
+    monkeypatch.setattr(reward, "rewards", lambda texts, golds, **kw: torch.full((len(texts),), 0.5))
+    out = str(tmp_path / "out")
+    assert here(*task, "--batch_prompts", "4", "--steps", "1", "--eval_every", "1", "--out_dir", out).returncode == 0
+    rec = records(out, "train")[0]
+    assert rec["reward_mean"] == 0.5 and 0 < rec["acc"] < 0.5  # the teacher is right about 3 times in 10
+    assert 0 < records(out, "eval")[-1]["pass@8"] <= 1
+
+
+def test_sample_py_talks_to_a_checkpoint(tmp_path, task):
+    out = str(tmp_path / "out")
+    assert run(*task, "--batch_prompts", "2", "--steps", "1", "--out_dir", out).returncode == 0
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "sample.py"), "--ckpt", os.path.join(out, "ckpt.pt"),
+                        "--G", "3", "--max_new_tokens", "8", "What is two plus one?"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("--- sample") == 3 and "What is two plus one?" in r.stdout and "answer '" in r.stdout
+
+
+def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
+    out = str(tmp_path / "out")
+    flags = [*TINY, "--batch_prompts", "4", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out]
+    r = run(*flags, "--steps", "2", torchrun=2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [t["step"] for t in records(out, "train")] == [1, 2] and len(records(out, "eval")) == 2
+    for t in records(out, "train"):  # the log covers both ranks' rows: 4 prompts x 2 answers
+        assert t["num_tokens"] == round(t["len"] * 8) and t["logp_gap"] < 1e-4, t
+    r = run(*TINY, "--batch_prompts", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume", torchrun=2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [t["step"] for t in records(out, "train")] == [1, 2, 3]
+
+
+def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, task):
+    from test_checkpoint import V, hf_tensors, reference, write_config, write_safetensors, write_vocab
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    cfg = GPTConfig(block_size=96, vocab_size=V, n_layer=1, n_head=2, n_embd=128)
+    write_vocab(folder)
+    write_config(folder, n_ctx=96, n_positions=96, n_layer=1)
+    write_safetensors(folder / "model.safetensors", hf_tensors(reference(cfg=cfg)))
+    out = str(tmp_path / "out")
+    data = task[task.index("--data") + 1]
+    r = here("--init_from", str(folder), "--data", data, "--sft_steps", "2", "--steps", "1", "--G", "2",
+            "--batch_prompts", "1", "--max_new_tokens", "8", "--eval_size", "1", "--device", "cpu", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    assert torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["tokenizer"] == "gpt2"
+    with open(folder / "model.safetensors", "r+b") as f:
+        f.truncate(os.path.getsize(folder / "model.safetensors") // 2)  # a download cut short
+    r = here("--init_from", str(folder), "--data", data, "--out_dir", out)
+    assert one_line_error(r, "model.safetensors"), r.stderr
