@@ -31,8 +31,8 @@ sampling. Summed over an answer's tokens, k3's expected gradient is Σ_t E_{o<t 
 (KL_t: of the next-token distributions at the prefix), while the sequence-level KL(π_ref‖π) weighs
 prefixes by π_ref; k2's is Σ_t E_{o<t ~ π}[∇KL_t(π‖π_ref)], while the sequence-level ∇KL(π‖π_ref) adds
 Σ_t E[KL_t · ∇log π(o_<t)], the effect of earlier tokens on the KL still to come. So in general
-neither is the gradient of a sequence-level KL. Two-token answers (per-prefix logits θ = (0.5, 1, -0.5) for token "a" at
-the root, after "a", after "b"; π_ref's (0, -1, 0.5); gradients of the token sum):
+neither is the gradient of a sequence-level KL. Two-token answers (per-prefix logits θ = (0.5, 1, -0.5)
+for token "a" at the root, after "a", after "b"; π_ref's (0, -1, 0.5); gradients of the token sum):
     k3 per-token losses       (0.1225, 0.2876, -0.0925)   first-token part = ∇KL(π_ref‖π)'s, not the rest
     ∇KL(π_ref‖π), sequences   (0.1225, 0.2311, -0.1225)
     k2 per-token losses       (0.1175, 0.2448, -0.0887)   later-token part = ∇KL(π‖π_ref)'s, not the first

@@ -394,6 +394,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     """Write a self-describing checkpoint: load_model(path) rebuilds the model, tokenizer and prompt from it.
 
     tokenizer: the Encoding (or its name); `extra`: the trainer's own keys (optimizer, step, args, ...).
+    GPT-2's BPE ranks travel inside the checkpoint (about 0.6 MB), so that loading it needs no vocab.json.
     """
     model = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the module here
     name = getattr(tokenizer, "name", tokenizer)
@@ -401,12 +402,15 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
         raise ValueError(f"tokenizer {name!r} cannot be rebuilt from a checkpoint; use one of {TOKENIZERS}")
     if not (isinstance(prompt, str) and "{question}" in prompt):
         raise ValueError("the prompt template must be a str holding '{question}'")
-    clash = set(extra) & {*CKPT_KEYS, "digest"}
+    clash = set(extra) & {*CKPT_KEYS, "digest", "tokenizer_ranks"}
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
     state = model.state_dict()
+    ranks = None  # {token bytes: id} of GPT-2's BPE, from the Encoding itself
+    if name == "gpt2" and isinstance(tokenizer, tiktoken.Encoding):
+        ranks = {tokenizer.decode_single_token_bytes(i): i for i in range(tokenizer.eot_token)}
     atomic_save({"model": state, "config": dataclasses.asdict(model.config), "tokenizer": name, "prompt": prompt,
-                 "digest": weights_digest(state), **extra}, path)
+                 "tokenizer_ranks": ranks, "digest": weights_digest(state), **extra}, path)
 
 
 def _check_file(path):
@@ -665,8 +669,13 @@ def load_model(path, device="cpu"):
     else:
         obj = _torch_load(file, mmap=True)
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint
-        config, state = _check_checkpoint(obj, file), obj["model"]
-        enc, prompt = get_tokenizer(obj["tokenizer"], folder), obj["prompt"]
+        config, state, prompt = _check_checkpoint(obj, file), obj["model"], obj["prompt"]
+        ranks = obj.get("tokenizer_ranks")
+        if obj["tokenizer"] == "gpt2" and isinstance(ranks, dict) and ranks:  # the BPE saved with the checkpoint
+            enc = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PAT, mergeable_ranks=ranks,
+                                    special_tokens={"<|endoftext|>": len(ranks)})
+        else:
+            enc = get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
         tensors = _gpt2_names(obj, file)
         config, state = _gpt2_config(tensors, folder, file), None  # the state once the model is built

@@ -41,8 +41,8 @@ arg("--beta", type=float, default=0.04, help="KL coefficient; 0 drops the refere
 arg("--kl", default="k3", choices=grpo.KL_KINDS, help="per-token KL estimator (grpo.py)")
 arg("--adv", default="std", choices=advantage.METHODS, help="advantage estimator (advantage.py)")
 arg("--agg", default="grpo", choices=grpo.AGGS, help="how the loss averages over tokens (grpo.py)")
-arg("--clip_eps", type=float, default=0.2, help="clip range ε (ε_low)")
-arg("--clip_eps_high", type=float, default=None, help="upper clip ε_high (DAPO's clip-higher); default ε")
+arg("--clip_eps", type=float, default=0.2, help="clip range ε (ε_low); PPO's 0.2 (DeepSeekMath states none)")
+arg("--clip_eps_high", type=float, default=None, help="upper clip ε_high; default ε (DAPO's clip-higher: 0.28)")
 arg("--mu", type=int, default=1, help="updates per rollout (μ)")
 arg("--lr", type=float, default=1e-4, help="GRPO learning rate (AdamW)")
 arg("--batch_prompts", type=int, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
@@ -159,7 +159,7 @@ def reward_fn(texts, golds):
     accuracy is always the verifier's correctness (reward.correct), never these values."""
     return reward.rewards(texts, golds, format_bonus=args.format_bonus)
 def logprobs(net, roll, rows, temperature=args.temperature):
-    """(n, T) log-probs of the completion tokens of a Rollout's `rows` under `net`: the one training forward."""
+    """(n, T) log-probs of the completion tokens of a Rollout's `rows` under `net`, as the update computes them."""
     with autocast:
         logits = net(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
     return grpo.completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, temperature)
@@ -192,7 +192,7 @@ if not ckpt and args.sft_steps > 0:
     if master and (not os.path.isfile(warm_path) or load_checkpoint(warm_path).get("key") != warm_key):
         t0 = time.time()
         warm_start()
-        save_checkpoint(warm_path, model, enc.name, prompt, key=warm_key, seconds=time.time() - t0)
+        save_checkpoint(warm_path, model, enc, prompt, key=warm_key, seconds=time.time() - t0)
     if world > 1: dist.barrier()  # the other ranks wait for rank 0's warm start, then load it
     warm = load_checkpoint(warm_path)
     restore(model, warm["model"], warm_path)
@@ -232,7 +232,7 @@ def log(record, show):
 
 def checkpoint():  # no random state to save: every step re-seeds its streams from (seed, step, rank)
     if master:
-        save_checkpoint(ckpt_path, model, enc.name, prompt, optimizer=optimizer.state_dict(), step=step, task=task,
+        save_checkpoint(ckpt_path, model, enc, prompt, optimizer=optimizer.state_dict(), step=step, task=task,
                         args=vars(args), ref=ref and ref.state_dict(), log_bytes=os.path.getsize(metrics_path))
 
 def evaluate():  # on the held-out problems, with a generator of its own: the numbers depend on the weights only
@@ -280,7 +280,9 @@ while step < args.steps:
         optimizer.zero_grad(set_to_none=True)
         stats = {}  # of this update; each stat grpo_loss returns is this micro-batch's share of the step: they add
         for rows in micro:
-            logp = logprobs(fwd, roll, rows)  # (n, T) with grad
+            with autocast:  # the training forward; a fork's entropy bonus would start from these logits
+                logits = fwd(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
+            logp = grpo.completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, args.temperature)  # (n, T)
             if inner == 0: old_logp[rows] = logp.detach()
             loss, st = grpo.grpo_loss(logp, old_logp[rows], None if ref is None else ref_logp[rows], advantages[rows],
                                       mask[rows], clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high,

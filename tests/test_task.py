@@ -38,7 +38,8 @@ def test_make_problem_for_a_fixed_seed():
     """Published runs depend on this stream: the same seed gives the same problems, draw for draw."""
     rng = random.Random(0)
     assert [tuple(make_problem(rng, 3, 0.3, 0.5)) for _ in range(3)] == [
-        ("Ned has 2 stamps, gives away 1, gets 5 more. How many stamps now?", "2-1=1\ncheck: 1+1=2\n1+5=6\n#### 6", "6"),
+        ("Ned has 2 stamps, gives away 1, gets 5 more. How many stamps now?",
+         "2-1=1\ncheck: 1+1=2\n1+5=6\n#### 6", "6"),
         ("Gus has 4 eggs, gets 2 more, gets 9 more. How many eggs now?", "4+2=6\n6+9=15\n#### 15", "15"),
         ("Eli has 3 books, gets 6 more, gets 7 more, gives away 4. How many books now?",
          "3+6=9\ncheck: 9-6=3\n9+7=16\ncheck: 16-7=9\n16-4=12\n#### 12", "12")]

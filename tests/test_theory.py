@@ -239,7 +239,7 @@ def test_k3_on_two_tokens_is_the_one_step_fact_summed_not_a_sequence_kl_gradient
     g = expected_kl_gradient("k3")
     fwd, rev = sequence_kl_gradients()
     assert r4(g) == [0.1225, 0.2876, -0.0925]
-    assert torch.allclose(g, one_step_prediction("reverse"), atol=1e-14)  # ∇KL(π_ref‖π) per prefix, weighted by π
+    assert torch.allclose(g, one_step_prediction("reverse"), atol=1e-14)  # ∇KL(π_ref‖π) per prefix, π-weighted
     assert r4(rev) == [0.1225, 0.2311, -0.1225]
     assert abs(g[0] - rev[0]) < 1e-14 and not torch.allclose(g[1:], rev[1:], atol=1e-3)  # first token only
     assert not torch.allclose(g, fwd, atol=1e-3)

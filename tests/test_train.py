@@ -339,6 +339,8 @@ def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, ta
             "--batch_prompts", "1", "--max_new_tokens", "8", "--eval_size", "1", "--device", "cpu", "--out_dir", out)
     assert r.returncode == 0, r.stderr
     assert torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["tokenizer"] == "gpt2"
+    r = here("--init_from", "resume", "--steps", "2", "--out_dir", out)  # no vocab.json in out_dir: it travels
+    assert r.returncode == 0, r.stderr                                   # inside the checkpoint
     with open(folder / "model.safetensors", "r+b") as f:
         f.truncate(os.path.getsize(folder / "model.safetensors") // 2)  # a download cut short
     r = here("--init_from", str(folder), "--data", data, "--out_dir", out)
