@@ -30,7 +30,7 @@ def die(msg):
 def one_line(kind, e, tb):  # a bad file, a full disk, Ctrl-C in set-up: one line too; a bug: the traceback
     if not issubclass(kind, (LoadError, reward.DataError, OSError, KeyboardInterrupt)):
         return sys.__excepthook__(kind, e, tb)
-    die(e or "interrupted before training; nothing was saved")
+    die(e or "interrupted: what was not in a checkpoint yet is lost")
 
 sys.excepthook, CUDA = one_line, torch.cuda.is_available()  # the size defaults follow the best device present
 p = argparse.ArgumentParser(description=__doc__.split("\n")[1], allow_abbrev=False,

@@ -105,6 +105,7 @@ def main():
     root = args.dirs[0]
     if args.what == "run":
         t0 = time.time()
+        os.makedirs(root, exist_ok=True)
         for seed in args.seeds:
             warm = os.path.join(root, f"warm-s{seed}")
             if not os.path.isfile(os.path.join(warm, "warmstart.pt")):
