@@ -1,14 +1,17 @@
 """The variant table, run by hand (not collected by pytest): GRPO's choices compared on the comparison setting.
 
     python tests/bench_variants.py run OUT_ROOT [--seeds 1 2 3] [--only std none ...]   # train, then the table
-    python tests/bench_variants.py table OUT_ROOT                                      # the table of finished runs
+    python tests/bench_variants.py table OUT_ROOT [--seeds ...] [--only ...]           # the table of finished runs
     python tests/bench_variants.py table DIR [DIR ...]                                 # one row per out_dir
 
-`run` warm-starts once per seed (OUT_ROOT/warm-s<seed>), copies that warm start into every variant's out_dir
-(OUT_ROOT/<variant>-s<seed>; the warm start does not depend on the GRPO flags, so its cache key matches), and
-runs `python train.py` with COMPARE + the variant's flags + --seed. `table` reads only metrics.jsonl, so it
-works for any runs, yours included. Columns, per variant, the mean over its seeds and [min, max]:
-    acc         greedy accuracy on the held-out problems at the last step (the step budget)
+`run` warm-starts once per seed (OUT_ROOT/warm-s<seed>: COMPARE with --steps 0), copies that warm start into
+every variant's out_dir (OUT_ROOT/<variant>-s<seed>; the warm start does not depend on the GRPO flags, so its
+cache key matches and train.py skips it), and runs `python train.py` with COMPARE + the variant's flags +
+--seed. A run whose out_dir has a ckpt.pt is skipped, so several `run`s with disjoint --only lists can share
+OUT_ROOT once its warm starts exist (one core each: OMP_NUM_THREADS=1). `table` reads only metrics.jsonl, so it
+works for any finished runs (an out_dir with a ckpt.pt), yours included. Columns, per variant, the mean over its
+seeds and [min, max]:
+    acc0, acc   greedy accuracy on the held-out problems at step 0 (the warm start) and at the last step
     acc_steps   the first step at which the training accuracy, averaged over 10 steps, reaches ACC_TARGET
     kl          the per-token KL estimate, mean of the last 10 steps (with beta 0: k3 of the policy against the
                 warm start is not computed, so this is 0)
@@ -27,7 +30,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPARE = ["--difficulty", "3", "--verbose", "0.5", "--format_bonus", "0.1", "--steps", "60", "--eval_every", "20"]
+COMPARE = ["--difficulty", "3", "--verbose", "0.5", "--format_bonus", "0.1", "--sft_steps", "500", "--steps", "40",
+           "--eval_every", "40"]
 VARIANTS = {  # name: the flags it adds to COMPARE
     "std": [],                                      # GRPO as DeepSeekMath: σ-normalised, 1/|o| per answer, k3
     "mean": ["--adv", "mean"],
@@ -40,7 +44,7 @@ VARIANTS = {  # name: the flags it adds to COMPARE
     "k2": ["--kl", "k2"],
     "mu4": ["--mu", "4"],
 }
-ACC_TARGET = 0.6
+ACC_TARGET = 0.2
 
 
 def records(out_dir):
@@ -59,7 +63,7 @@ def summary(out_dir):
         return sum(values) / len(values) if values else float("nan")
     rolling = [sum(r["acc"] for r in train[i - 9:i + 1]) / 10 for i in range(9, len(train))]
     reached = next((train[i + 9]["step"] for i, a in enumerate(rolling) if a >= ACC_TARGET), None)
-    return {"acc": evals[-1]["greedy_acc"], "acc_steps": reached, "kl": mean("kl"), "len_right": mean("len_right"),
+    return {"acc0": evals[0]["greedy_acc"], "acc": evals[-1]["greedy_acc"], "acc_steps": reached, "kl": mean("kl"), "len_right": mean("len_right"),
             "len_wrong": mean("len_wrong"), "trunc": mean("truncated"), "dead": mean("dead_frac"),
             "clip": mean("clip_frac_low", train) + mean("clip_frac_high", train), "step": train[-1]["step"]}
 
@@ -77,12 +81,12 @@ def cell(values, digits):
 
 def table(groups):
     """Print one row per group {name: [out_dirs]}, in markdown."""
-    cols = [("acc", 3), ("acc_steps", 0), ("kl", 3), ("len_right", 1), ("len_wrong", 1), ("trunc", 2), ("dead", 2),
+    cols = [("acc0", 3), ("acc", 3), ("acc_steps", 0), ("kl", 3), ("len_right", 1), ("len_wrong", 1), ("trunc", 2), ("dead", 2),
             ("clip", 3)]
     print("| variant | runs | " + " | ".join(c for c, _ in cols) + " |")
     print("|---" * (len(cols) + 2) + "|")
     for name, dirs in groups.items():
-        done = [summary(d) for d in dirs if os.path.isfile(os.path.join(d, "metrics.jsonl"))]
+        done = [summary(d) for d in dirs if os.path.isfile(os.path.join(d, "ckpt.pt"))]  # finished runs only
         if done:
             print(f"| {name} | {len(done)} | " + " | ".join(cell([s[c] for s in done], k) for c, k in cols) + " |")
 
