@@ -63,8 +63,9 @@ def summary(out_dir):
         return sum(values) / len(values) if values else float("nan")
     rolling = [sum(r["acc"] for r in train[i - 9:i + 1]) / 10 for i in range(9, len(train))]
     reached = next((train[i + 9]["step"] for i, a in enumerate(rolling) if a >= ACC_TARGET), None)
-    return {"acc0": evals[0]["greedy_acc"], "acc": evals[-1]["greedy_acc"], "acc_steps": reached, "kl": mean("kl"), "len_right": mean("len_right"),
-            "len_wrong": mean("len_wrong"), "trunc": mean("truncated"), "dead": mean("dead_frac"),
+    return {"acc0": evals[0]["greedy_acc"], "acc": evals[-1]["greedy_acc"], "acc_steps": reached, "kl": mean("kl"),
+            "len_right": mean("len_right"), "len_wrong": mean("len_wrong"), "trunc": mean("truncated"),
+            "dead": mean("dead_frac"),
             "clip": mean("clip_frac_low", train) + mean("clip_frac_high", train), "step": train[-1]["step"]}
 
 
@@ -81,8 +82,8 @@ def cell(values, digits):
 
 def table(groups):
     """Print one row per group {name: [out_dirs]}, in markdown."""
-    cols = [("acc0", 3), ("acc", 3), ("acc_steps", 0), ("kl", 3), ("len_right", 1), ("len_wrong", 1), ("trunc", 2), ("dead", 2),
-            ("clip", 3)]
+    cols = [("acc0", 3), ("acc", 3), ("acc_steps", 0), ("kl", 3), ("len_right", 1), ("len_wrong", 1), ("trunc", 2),
+            ("dead", 2), ("clip", 3)]
     print("| variant | runs | " + " | ".join(c for c, _ in cols) + " |")
     print("|---" * (len(cols) + 2) + "|")
     for name, dirs in groups.items():
