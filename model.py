@@ -76,12 +76,7 @@ def get_tokenizer(name="bytes", folder=None):
     needs the network; both give the same Encoding.
     """
     if name == "bytes":
-        return tiktoken.Encoding(
-            name="bytes",
-            pat_str=GPT2_PAT,
-            mergeable_ranks={bytes([i]): i for i in range(256)},
-            special_tokens={"<|endoftext|>": 256},
-        )
+        return bpe_encoding("bytes", {bytes([i]): i for i in range(256)})
     if name == "gpt2":
         vocab = os.path.join(folder, "vocab.json") if folder is not None else None
         if vocab is not None and os.path.isfile(vocab):
@@ -93,6 +88,12 @@ def get_tokenizer(name="bytes", folder=None):
             raise LoadError(f"{where}tiktoken's 'gpt2' files are not available here ({type(e).__name__}); "
                             f"{GET_GPT2}") from e
     raise LoadError(f"unknown tokenizer {name!r}; choose 'bytes' or 'gpt2'")
+
+
+def bpe_encoding(name, ranks):
+    """A tiktoken.Encoding from BPE ranks {token bytes: id}, GPT-2's split pattern, <|endoftext|> the next id."""
+    return tiktoken.Encoding(name=name, pat_str=GPT2_PAT, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": len(ranks)})
 
 
 def gpt2_byte_chars():
@@ -135,8 +136,7 @@ def gpt2_from_vocab_json(path):
                         f"download GPT-2's vocab.json again")
     if any(bytes([b]) not in ranks for b in range(256)):
         raise LoadError(f"{path} lacks some of the 256 single-byte tokens; this is not a GPT-2 vocab.json")
-    return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PAT, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": eot})
+    return bpe_encoding("gpt2", ranks)  # eot == len(ranks), checked above
 
 
 def left_pad(seqs, pad_id):
@@ -672,8 +672,7 @@ def load_model(path, device="cpu"):
         config, state, prompt = _check_checkpoint(obj, file), obj["model"], obj["prompt"]
         ranks = obj.get("tokenizer_ranks")
         if obj["tokenizer"] == "gpt2" and isinstance(ranks, dict) and ranks:  # the BPE saved with the checkpoint
-            enc = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PAT, mergeable_ranks=ranks,
-                                    special_tokens={"<|endoftext|>": len(ranks)})
+            enc = bpe_encoding("gpt2", ranks)
         else:
             enc = get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2

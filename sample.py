@@ -41,8 +41,10 @@ differs more and a rare token may too):
     "graph"   "static" with one decode step captured as a CUDA graph and replayed (CUDA only).
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
-over all k-subsets of its n samples, with correctness judged by reward.correct(). DeepSeekMath found that RL lifts
-maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new ones.
+over all k-subsets of its n samples, with correctness judged by reward.correct(); evaluate() gives them and the
+greedy accuracy on held-out problems. DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right
+answer likelier among the samples rather than adding new ones. `python sample.py --ckpt out/ckpt.pt "question"`
+talks to a checkpoint.
 """
 import math
 from collections import Counter
