@@ -316,5 +316,7 @@ while step < args.steps:
         checkpoint()
     if stopping: break
 if step == start_step and not ckpt: checkpoint()  # --steps 0: the starting model, ready for sample.py
-if world > 1: dist.destroy_process_group()
+if world > 1:  # every rank waits here for rank 0's last evaluation and save: none exits while rank 0 works
+    dist.barrier()
+    dist.destroy_process_group()
 if stop: sys.exit(f"stopped at step {step}; saved {ckpt_path}, continue with --init_from resume")
