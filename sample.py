@@ -377,7 +377,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     import argparse
     import sys
 
-    from model import LoadError, load_model
+    from checkpoint import LoadError, load_model
     p = argparse.ArgumentParser(description="Sample G completions per question from a checkpoint (train.py's, or "
                                             "GPT-2's) and show the answer the verifier reads in each.")
     p.add_argument("question", nargs="+", help="questions; the checkpoint's prompt template is applied")

@@ -20,8 +20,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import advantage, grpo, reward, sample
-from model import GPT, PROMPT, GPTConfig, LoadError, get_tokenizer, load_checkpoint, load_model, restore, \
-    save_checkpoint
+from checkpoint import LoadError, load_checkpoint, load_model, restore, save_checkpoint
+from model import GPT, PROMPT, GPTConfig, byte_tokenizer
 
 # ----------------------------------------------------------------------------- config
 def die(msg):
@@ -119,7 +119,7 @@ torch.manual_seed(args.seed)  # the model's init; the task, sampling and evaluat
 
 # ----------------------------------------------------------------------------- model and task
 if args.init_from == "scratch":
-    enc, prompt = get_tokenizer("bytes"), PROMPT
+    enc, prompt = byte_tokenizer(), PROMPT
     model = GPT(GPTConfig(block_size=args.block_size, vocab_size=enc.n_vocab, n_layer=args.n_layer,
                           n_head=args.n_head, n_embd=args.n_embd))
 else:  # a nanogrpo checkpoint or GPT-2's weights: config, tokenizer and prompt template come from the file

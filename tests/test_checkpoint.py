@@ -5,6 +5,7 @@ Face's GPT-2 layout: names without "transformer." (safetensors) or with it (pyto
 stored (in, out), the causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias, a config.json and a vocab.json.
 Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also check those.
 """
+
 import errno
 import json
 import math
@@ -16,11 +17,11 @@ import tiktoken
 import torch
 import torch.nn.functional as F
 
-from model import (PROMPT, GPT, GPTConfig, LoadError, get_tokenizer, left_pad, load_checkpoint, load_model,
-                   read_safetensors, restore, save_checkpoint)
+from checkpoint import LoadError, get_tokenizer, load_checkpoint, load_model, read_safetensors, restore, save_checkpoint
+from model import PROMPT, GPT, GPTConfig, left_pad
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
-V = 256 + len(MERGES) + 1                 # bytes, merges, <|endoftext|>
+V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
 CFG = GPTConfig(block_size=32, vocab_size=V, n_layer=2, n_head=2, n_embd=128)  # heads 64 wide, as GPT-2's
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 ST_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
@@ -45,10 +46,21 @@ def write_vocab(folder, merges=MERGES):
 
 def write_config(folder, **changes):
     """config.json with the fields GPT-2's own files have."""
-    cfg = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "bos_token_id": V - 1,
-           "eos_token_id": V - 1, "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": CFG.block_size,
-           "n_embd": CFG.n_embd, "n_head": CFG.n_head, "n_layer": CFG.n_layer, "n_positions": CFG.block_size,
-           "vocab_size": V, **changes}
+    cfg = {
+        "activation_function": "gelu_new",
+        "architectures": ["GPT2LMHeadModel"],
+        "bos_token_id": V - 1,
+        "eos_token_id": V - 1,
+        "layer_norm_epsilon": 1e-05,
+        "model_type": "gpt2",
+        "n_ctx": CFG.block_size,
+        "n_embd": CFG.n_embd,
+        "n_head": CFG.n_head,
+        "n_layer": CFG.n_layer,
+        "n_positions": CFG.block_size,
+        "vocab_size": V,
+        **changes,
+    }
     (folder / "config.json").write_text(json.dumps(cfg))
 
 
@@ -57,8 +69,11 @@ def write_safetensors(path, tensors):
     header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
     for name, t in tensors.items():
         data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": ST_DTYPE[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": ST_DTYPE[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     h = json.dumps(header).encode()
@@ -125,12 +140,12 @@ def gpt2_forward(hf, idx, n_head):
     n_layer = len({k.split(".")[1] for k in hf if k.startswith("h.")})
     ln = lambda x, p: F.layer_norm(x, (C,), hf[p + ".weight"], hf[p + ".bias"], eps=1e-5)  # noqa: E731
     conv = lambda x, p: x @ hf[p + ".weight"] + hf[p + ".bias"]  # noqa: E731
-    gelu = lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
+    gelu = lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))  # noqa: E731
     future = torch.ones(L, L, dtype=torch.bool).triu(1)  # (L, L) True where a key comes after the query
     x = hf["wte.weight"][idx] + hf["wpe.weight"][:L]  # (N, L, C)
     for i in range(n_layer):
         q, k, v = conv(ln(x, f"h.{i}.ln_1"), f"h.{i}.attn.c_attn").split(C, dim=-1)  # (N, L, C) each
-        q, k, v = (t.view(N, L, n_head, D).transpose(1, 2) for t in (q, k, v))      # (N, H, L, D)
+        q, k, v = (t.view(N, L, n_head, D).transpose(1, 2) for t in (q, k, v))  # (N, H, L, D)
         att = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(future, float("-inf")).softmax(-1)  # (N, H, L, L)
         x = x + conv((att @ v).transpose(1, 2).reshape(N, L, C), f"h.{i}.attn.c_proj")
         x = x + conv(gelu(conv(ln(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc")), f"h.{i}.mlp.c_proj")
@@ -139,9 +154,17 @@ def gpt2_forward(hf, idx, n_head):
 
 # ----------------------------------------------------------------------------- GPT-2 files
 
-@pytest.mark.parametrize("fmt,dtype", [("safetensors", torch.float32), ("safetensors", torch.float16),
-                                       ("safetensors", torch.bfloat16), ("bin", torch.float32),
-                                       ("bin-legacy", torch.float32)])
+
+@pytest.mark.parametrize(
+    "fmt,dtype",
+    [
+        ("safetensors", torch.float32),
+        ("safetensors", torch.float16),
+        ("safetensors", torch.bfloat16),
+        ("bin", torch.float32),
+        ("bin-legacy", torch.float32),
+    ],
+)
 def test_gpt2_file_loads_to_the_logits_of_the_same_numbers(tmp_path, fmt, dtype):
     folder, ref = gpt2_folder(tmp_path, fmt, dtype)
     model, enc, prompt = load_model(folder)
@@ -180,19 +203,20 @@ def test_loaded_gpt2_left_padding_and_kv_cache_match_the_full_forward(tmp_path):
     seqs = [enc.encode(t) for t in ("aa a", "Hello there, aa aa!", "\n\n  x")]
     idx, mask = left_pad(seqs, enc.eot_token)  # (N, P)
     steps = torch.randint(0, V, (3, 5), generator=torch.Generator().manual_seed(2))  # (N, T) fed one at a time
-    full_idx = torch.cat([idx, steps], dim=1)                                          # (N, P+T)
-    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)     # (N, P+T)
+    full_idx = torch.cat([idx, steps], dim=1)  # (N, P+T)
+    full_mask = torch.cat([mask, torch.ones_like(steps, dtype=torch.bool)], dim=1)  # (N, P+T)
     with torch.no_grad():
         batched = model(idx, mask)
         for n, s in enumerate(seqs):
-            torch.testing.assert_close(batched[n, -len(s):], model(torch.tensor([s]))[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(batched[n, -len(s) :], model(torch.tensor([s]))[0], atol=1e-5, rtol=0)
         full = model(full_idx, full_mask)  # (N, P+T, V)
         cache = model.new_cache(full_idx.shape[1])
-        pieces = [model(idx, mask, cache=cache)] + [model(steps[:, t:t + 1], cache=cache) for t in range(5)]
+        pieces = [model(idx, mask, cache=cache)] + [model(steps[:, t : t + 1], cache=cache) for t in range(5)]
     torch.testing.assert_close(torch.cat(pieces, dim=1)[full_mask], full[full_mask], atol=1e-5, rtol=0)
 
 
 # ----------------------------------------------------------------------------- nanogrpo checkpoints
+
 
 def test_checkpoint_round_trip_rebuilds_model_tokenizer_and_prompt(tmp_path):
     cfg = GPTConfig(block_size=48, vocab_size=257, n_layer=3, n_head=2, n_embd=32)  # none of the defaults
@@ -201,8 +225,15 @@ def test_checkpoint_round_trip_rebuilds_model_tokenizer_and_prompt(tmp_path):
     model(torch.randint(0, 257, (2, 8))).sum().backward()
     opt.step()
     path = tmp_path / "ckpt.pt"
-    save_checkpoint(path, model, get_tokenizer("bytes"), prompt="Question: {question}\nAnswer:", step=7,
-                    optimizer=opt.state_dict(), args={"lr": 0.1, "G": 8})
+    save_checkpoint(
+        path,
+        model,
+        get_tokenizer("bytes"),
+        prompt="Question: {question}\nAnswer:",
+        step=7,
+        optimizer=opt.state_dict(),
+        args={"lr": 0.1, "G": 8},
+    )
     assert os.listdir(tmp_path) == ["ckpt.pt"]
     loaded, enc, prompt = load_model(path)  # no flag, no config: the file says it all
     idx = torch.randint(0, 257, (2, 30))
@@ -256,6 +287,7 @@ def test_restore_says_what_does_not_fit(tmp_path):
 
 # ----------------------------------------------------------------------------- bad files: one line, naming the file
 
+
 def small_checkpoint(path, **state_edits):
     model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
     with torch.no_grad():
@@ -278,7 +310,7 @@ def flipped_bit(tmp_path):
 
 
 def cut_in_half(path):
-    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     return path
 
 
@@ -305,8 +337,9 @@ def edited_config(tmp_path, **changes):
 
 def small_state(tmp_path):
     """A bare state dict of this model (nn.Linear layout), as torch.save(model.state_dict()) writes it."""
-    return torch_file(tmp_path, reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1,
-                                                       n_embd=8)).state_dict())
+    return torch_file(
+        tmp_path, reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8)).state_dict()
+    )
 
 
 def renamed(tensors, old, new):
@@ -319,8 +352,9 @@ def replaced(name, value):
 
 def st_entry(dtype, shape, offsets, data):
     """A safetensors file holding one tensor entry, wte.weight, with these header fields."""
-    return lambda d: safetensors_header(d, {"wte.weight": {"dtype": dtype, "shape": shape, "data_offsets": offsets}},
-                                        data)
+    return lambda d: safetensors_header(
+        d, {"wte.weight": {"dtype": dtype, "shape": shape, "data_offsets": offsets}}, data
+    )
 
 
 BAD = {  # name: (make the file in tmp_path, a piece of the message that shows the right check fired)
@@ -331,36 +365,56 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
     "truncated checkpoint": (lambda d: (small_checkpoint(d / "x.pt"), cut_in_half(d / "x.pt"))[1], "cannot read"),
     "dict without keys": (lambda d: torch_file(d, {"step": 3, "lr": 0.1}), "neither"),
     "list of tensors": (lambda d: torch_file(d, [torch.ones(2), torch.zeros(3)]), "neither"),
-    "checkpoint without config": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes",
-                                                           "prompt": PROMPT}), "lacks config"),
-    "checkpoint with a bad config": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes",
-                                                              "prompt": PROMPT, "config": {"n_layer": -1}}),
-                                     "not a GPTConfig"),
-    "checkpoint with an unknown tokenizer": (lambda d: torch_file(d, {"model": {"w": torch.ones(1)},
-                                                                      "config": {}, "tokenizer": "cl100k_base",
-                                                                      "prompt": PROMPT}), "tokenizer"),
+    "checkpoint without config": (
+        lambda d: torch_file(d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes", "prompt": PROMPT}),
+        "lacks config",
+    ),
+    "checkpoint with a bad config": (
+        lambda d: torch_file(
+            d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes", "prompt": PROMPT, "config": {"n_layer": -1}}
+        ),
+        "not a GPTConfig",
+    ),
+    "checkpoint with an unknown tokenizer": (
+        lambda d: torch_file(
+            d, {"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "cl100k_base", "prompt": PROMPT}
+        ),
+        "tokenizer",
+    ),
     "flipped bit": (flipped_bit, "digest"),
-    "non-finite weights": (lambda d: (small_checkpoint(d / "x.pt", **{"transformer.h.0.ln_1.bias": float("inf")}),
-                                      d / "x.pt")[1], "non-finite"),
+    "non-finite weights": (
+        lambda d: (small_checkpoint(d / "x.pt", **{"transformer.h.0.ln_1.bias": float("inf")}), d / "x.pt")[1],
+        "non-finite",
+    ),
     "bare state dict": (small_state, "nn.Linear layout"),
-    "gpt2 wrong shape": (replaced("h.1.mlp.c_fc.weight", torch.zeros(128, 384)),
-                         "h.1.mlp.c_fc.weight has shape (128, 384)"),
+    "gpt2 wrong shape": (
+        replaced("h.1.mlp.c_fc.weight", torch.zeros(128, 384)),
+        "h.1.mlp.c_fc.weight has shape (128, 384)",
+    ),
     "gpt2 missing tensor": (lambda d: gpt2_folder(d, edit=lambda t: t.pop("h.1.ln_2.bias"))[0], "lacks h.1.ln_2.bias"),
-    "gpt2 unexpected tensor": (lambda d: gpt2_folder(d, edit=lambda t: renamed(t, "h.0.ln_2.bias", "h.0.ln_3.bias"))[0],
-                               "unexpected tensor 'h.0.ln_3.bias'"),
+    "gpt2 unexpected tensor": (
+        lambda d: gpt2_folder(d, edit=lambda t: renamed(t, "h.0.ln_2.bias", "h.0.ln_3.bias"))[0],
+        "unexpected tensor 'h.0.ln_3.bias'",
+    ),
     "gpt2 untied head": (lambda d: gpt2_folder(d, "bin", edit=lambda t: t["lm_head.weight"].mul_(2))[0], "untied"),
     "gpt2 integer weights": (replaced("ln_f.bias", torch.zeros(128).long()), "not floating-point"),
     "gpt2 config disagrees": (lambda d: edited_config(d, n_layer=3), "do not belong together"),
     "gpt2 config other activation": (lambda d: edited_config(d, activation_function="relu"), "activation_function"),
     "gpt2 config other model": (lambda d: edited_config(d, model_type="llama"), "model_type"),
-    "gpt2 vocab.json of another model": (lambda d: write_vocab(gpt2_folder(d)[0], merges=[]) or d / "gpt2",
-                                         "262 token ids but tokenizer 'gpt2' has 257"),
+    "gpt2 vocab.json of another model": (
+        lambda d: write_vocab(gpt2_folder(d)[0], merges=[]) or d / "gpt2",
+        "262 token ids but tokenizer 'gpt2' has 257",
+    ),
     "folder without weights": (lambda d: d, "folder without"),
     "safetensors one byte": (lambda d: raw_file(d, b"a", "model.safetensors"), "header length"),
-    "safetensors header beyond file": (lambda d: raw_file(d, struct.pack("<Q", 10_000) + b'{"a": 1}',
-                                                          "model.safetensors"), "header length"),
-    "safetensors header not json": (lambda d: raw_file(d, struct.pack("<Q", 4) + b"{{{{", "model.safetensors"),
-                                    "JSONDecodeError"),
+    "safetensors header beyond file": (
+        lambda d: raw_file(d, struct.pack("<Q", 10_000) + b'{"a": 1}', "model.safetensors"),
+        "header length",
+    ),
+    "safetensors header not json": (
+        lambda d: raw_file(d, struct.pack("<Q", 4) + b"{{{{", "model.safetensors"),
+        "JSONDecodeError",
+    ),
     "safetensors unknown dtype": (st_entry("F8_E4M3", [2], [0, 2], b"xx"), "'F8_E4M3'"),
     "safetensors wrong byte count": (st_entry("F32", [2], [0, 4], b"x" * 4), "bytes, not the 8"),
     "safetensors malformed entry": (st_entry("F32", 2, [0, 8], b"x" * 8), "malformed"),
@@ -377,8 +431,12 @@ def test_bad_file_ends_in_one_line_that_names_it(tmp_path, case):
         load_model(path)
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and expect in msg, msg
-    if str(path).endswith(".pt") and case not in ("dict without keys", "list of tensors", "bare state dict",
-                                                  "non-finite weights"):  # these are load_model's or restore's
+    if str(path).endswith(".pt") and case not in (
+        "dict without keys",
+        "list of tensors",
+        "bare state dict",
+        "non-finite weights",
+    ):  # these are load_model's or restore's
         with pytest.raises(LoadError) as e:  # the trainer's resume reads the same way
             load_checkpoint(path)
         assert "\n" not in str(e.value) and str(path) in str(e.value) and expect in str(e.value), str(e.value)
@@ -396,16 +454,19 @@ class Payload:
 
 def test_no_code_is_unpickled(tmp_path):
     marker = str(tmp_path / "code-ran")
-    path = torch_file(tmp_path, {"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "bytes",
-                                 "prompt": PROMPT, "extra": Payload(marker)})
+    path = torch_file(
+        tmp_path,
+        {"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "bytes", "prompt": PROMPT, "extra": Payload(marker)},
+    )
     for load in (load_model, load_checkpoint):
         with pytest.raises(LoadError, match="cannot read"):
             load(path)
     assert not os.path.exists(marker)
 
 
-@pytest.mark.parametrize("obj,expect", [({"step": 3}, "lacks model, config, tokenizer, prompt"),
-                                        ([torch.ones(2)], "holds a list")])
+@pytest.mark.parametrize(
+    "obj,expect", [({"step": 3}, "lacks model, config, tokenizer, prompt"), ([torch.ones(2)], "holds a list")]
+)
 def test_load_checkpoint_names_what_is_missing(tmp_path, obj, expect):
     path = torch_file(tmp_path, obj)
     with pytest.raises(LoadError, match=expect):
@@ -413,6 +474,7 @@ def test_load_checkpoint_names_what_is_missing(tmp_path, obj, expect):
 
 
 # ----------------------------------------------------------------------------- atomic saves
+
 
 @pytest.mark.parametrize("failure", ["disk full", "Ctrl-C", "rename refused"])
 def test_failed_save_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkeypatch, failure):
@@ -441,6 +503,7 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkey
 
 # ----------------------------------------------------------------------------- the gpt2 tokenizer
 
+
 def test_gpt2_tokenizer_from_vocab_json(tmp_path):
     write_vocab(tmp_path)
     enc = get_tokenizer("gpt2", folder=tmp_path)
@@ -466,6 +529,7 @@ def test_gpt2_pattern_splits_as_tiktokens_gpt2(tmp_path):
 def test_gpt2_tokenizer_without_files_says_how_to_get_them(tmp_path, monkeypatch):
     def offline(name):
         raise OSError("network is unreachable")  # what requests raises offline is an OSError
+
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     for folder in (None, tmp_path):
         with pytest.raises(LoadError) as e:
@@ -483,12 +547,16 @@ def test_gpt2_tokenizer_without_files_says_how_to_get_them(tmp_path, monkeypatch
 BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
 
 
-@pytest.mark.parametrize("content,expect", [
-    ("not json", "JSONDecodeError"), ('{"a": 0}', "no <|endoftext|>"),
-    ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
-    (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),          # EOS not right after the tokens
-    (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be"),  # a gap in the ids
-])
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        ("not json", "JSONDecodeError"),
+        ('{"a": 0}', "no <|endoftext|>"),
+        ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
+        (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),  # EOS not right after the tokens
+        (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be"),  # a gap in the ids
+    ],
+)
 def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
     (tmp_path / "vocab.json").write_text(content)
     with pytest.raises(LoadError, match=expect) as e:
@@ -501,15 +569,19 @@ def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
 GPT2_DIR = os.environ.get("NANOGRPO_GPT2")
 
 
-@pytest.mark.skipif(not GPT2_DIR, reason="set NANOGRPO_GPT2 to a folder with GPT-2's model.safetensors, "
-                                         "config.json and vocab.json")
+@pytest.mark.skipif(
+    not GPT2_DIR, reason="set NANOGRPO_GPT2 to a folder with GPT-2's model.safetensors, config.json and vocab.json"
+)
 def test_real_gpt2_matches_gpt2_computed_from_its_tensors():
     model, enc, _ = load_model(GPT2_DIR)
     assert enc.n_vocab == 50257 and enc.eot_token == 50256
     assert enc.encode("Hello, world!") == [15496, 11, 995, 0]
     st = os.path.join(GPT2_DIR, "model.safetensors")
-    raw = read_safetensors(st) if os.path.isfile(st) else \
-        torch.load(os.path.join(GPT2_DIR, "pytorch_model.bin"), map_location="cpu", weights_only=True)
+    raw = (
+        read_safetensors(st)
+        if os.path.isfile(st)
+        else torch.load(os.path.join(GPT2_DIR, "pytorch_model.bin"), map_location="cpu", weights_only=True)
+    )
     hf = {k.removeprefix("transformer."): v.float() for k, v in raw.items()}
     idx = torch.tensor([enc.encode("The capital of France is Paris. The capital of Italy is")])  # (1, L)
     with torch.no_grad():

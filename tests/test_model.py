@@ -1,10 +1,11 @@
 """Properties of model.py: causality, left-padding invariance, KV cache (dynamic and static), tokenizer, size,
 learning, torch.compile."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from model import GPT, GPTConfig, get_tokenizer, left_pad
+from model import GPT, GPTConfig, byte_tokenizer, left_pad
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 
@@ -34,7 +35,7 @@ def test_left_padding_gives_the_logits_of_the_sequence_alone():
         batched = model(idx, mask)  # (N, L, V)
         for n, s in enumerate(seqs):
             alone = model(torch.tensor([s]))[0]
-            torch.testing.assert_close(batched[n, -len(s):], alone, atol=1e-5, rtol=0)
+            torch.testing.assert_close(batched[n, -len(s) :], alone, atol=1e-5, rtol=0)
         # the mask is what makes this true: ignoring it must break it
         unmasked = model(idx)
     assert (unmasked[0, -5:] - batched[0, -5:]).abs().max() > 1e-3
@@ -54,7 +55,7 @@ def test_kv_cache_matches_full_forward_on_left_padded_batch(static, device):
         cache = model.new_cache(full_idx.shape[1] + 5, static=static)  # 5 columns to spare: never filled
         pieces = [model(idx.to(device), mask.to(device), cache=cache)]
         for t in range(steps.shape[1]):
-            pieces.append(model(steps[:, t:t + 1].to(device), cache=cache))
+            pieces.append(model(steps[:, t : t + 1].to(device), cache=cache))
     cached = torch.cat(pieces, dim=1)
     real = full_mask  # padding positions have no meaningful logits
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=0)
@@ -71,8 +72,10 @@ def test_cache_repeat_interleave_matches_repeated_prompts(static):
         cache.repeat_interleave(G)
         nxt = torch.arange(6).view(6, 1)  # (B*G, 1)
         out = model(nxt, cache=cache)[:, -1]  # (B*G, V)
-        ref = model(torch.cat([idx.repeat_interleave(G, 0), nxt], 1),
-                    torch.cat([mask.repeat_interleave(G, 0), torch.ones(6, 1, dtype=torch.bool)], 1))[:, -1]
+        ref = model(
+            torch.cat([idx.repeat_interleave(G, 0), nxt], 1),
+            torch.cat([mask.repeat_interleave(G, 0), torch.ones(6, 1, dtype=torch.bool)], 1),
+        )[:, -1]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
 
 
@@ -129,7 +132,7 @@ def test_compiled_forward_gives_the_eager_logits_and_gradients(device):
 
 
 def test_bytes_tokenizer_round_trips_utf8():
-    enc = get_tokenizer("bytes")
+    enc = byte_tokenizer()
     assert enc.n_vocab == 257 and enc.eot_token == 256
     for text in ["12 + 30 = 42", "Ünïcødé − 3½ × 2 = 7 ✓ 数学 🙂", "", "a\nb\tc  "]:
         ids = enc.encode(text)
@@ -148,10 +151,17 @@ def test_parameter_count_matches_hand_count():
     assert model.num_params() == expected
     assert model.lm_head.weight is model.transformer.wte.weight
     names = set(dict(model.named_parameters()))
-    for n in ["transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight",
-              "transformer.h.1.attn.c_attn.weight", "transformer.h.1.attn.c_proj.bias",
-              "transformer.h.0.ln_2.bias", "transformer.h.0.mlp.c_fc.weight",
-              "transformer.h.0.mlp.c_proj.weight", "transformer.ln_f.weight"]:
+    for n in [
+        "transformer.wte.weight",
+        "transformer.wpe.weight",
+        "transformer.h.0.ln_1.weight",
+        "transformer.h.1.attn.c_attn.weight",
+        "transformer.h.1.attn.c_proj.bias",
+        "transformer.h.0.ln_2.bias",
+        "transformer.h.0.mlp.c_fc.weight",
+        "transformer.h.0.mlp.c_proj.weight",
+        "transformer.ln_f.weight",
+    ]:
         assert n in names, n
 
 
@@ -168,5 +178,5 @@ def test_tiny_model_overfits_one_batch():
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    assert losses[0] > 5.0          # about log(257) = 5.55 at init
+    assert losses[0] > 5.0  # about log(257) = 5.55 at init
     assert losses[-1] < 0.2 * losses[0]

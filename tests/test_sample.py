@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from grpo import completion_logprobs
-from model import GPT, GPTConfig, get_tokenizer
+from model import GPT, GPTConfig, byte_tokenizer
 from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
@@ -305,7 +305,7 @@ def test_too_long_raises_value_error_that_says_what_to_change():
 
 
 def test_completions_text_stops_before_eos_and_survives_split_utf8():
-    enc = get_tokenizer("bytes")
+    enc = byte_tokenizer()
     done = list("hi é".encode()) + [EOS, EOS]  # 5 byte tokens, EOS, and the fill after it
     cut = list("ok ".encode()) + [0xC3] + [33] * 3  # "ok ", half of é, "!!!": no EOS, truncated
     tokens = torch.tensor([[7] + done, [7] + cut])  # (2, 1+7): a 1-token prompt, then T = 7

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 import advantage
 import grpo
 import reward
-from model import GPT, GPTConfig, get_tokenizer, save_checkpoint
+from checkpoint import save_checkpoint
+from model import GPT, GPTConfig, byte_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--n_layer", "1", "--n_embd", "32", "--block_size", "128", "--max_new_tokens", "24",
@@ -127,7 +128,7 @@ def trivial_task(tmp_path):
     with open(data, "w") as f:
         for q in ("What is two plus one?", "What is one plus two?"):  # two distinct questions: one is held out
             f.write(json.dumps({"question": q, "answer": "#### 3"}) + "\n")
-    enc = get_tokenizer()
+    enc = byte_tokenizer()
     torch.manual_seed(0)
     model = GPT(GPTConfig(block_size=128, vocab_size=257, n_layer=2, n_head=4, n_embd=32))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
