@@ -1,7 +1,29 @@
 """
-checkpoint.py: everything about files. (docstring to write)
+checkpoint.py: everything about files: nanogrpo checkpoints, a run's out_dir, GPT-2's Hugging Face files.
+
+No GRPO here: train.py and sample.py call it to turn files into models and back. One call turns any weights a
+user has into a ready model, its tokenizer and its prompt template:
+    model, enc, prompt = load_model(path, device)
+`path` is a checkpoint written by save_checkpoint, or GPT-2 in Hugging Face's layout: a model.safetensors or
+pytorch_model.bin file, or a folder holding one with its config.json and vocab.json (the four GPT-2 sizes are
+published that way). Every problem with a file raises LoadError, whose message is one line naming the file and
+saying what to change; a failed write raises OSError, also one line.
+
+A nanogrpo checkpoint is a torch.save'd dict: {"model": state_dict, "config": GPTConfig as a dict, "tokenizer":
+its name, "tokenizer_ranks": GPT-2's BPE or None, "prompt": the template, **the trainer's keys, "digest"}. The
+digest is a sha256 of everything else in the file, so a flipped bit anywhere (weights, reference, optimizer
+state, step, arguments) is refused. It is written atomically and read with weights_only=True: no code is
+ever unpickled. Every size read from a file is checked against the tensors present before anything is built.
+
+GPT-2 in Hugging Face's layout differs from model.py in three ways, undone while loading: names may lack
+"transformer.", the four Conv1D weights per layer are stored transposed, (in, out), and the files carry the
+causal-mask buffers attn.bias / attn.masked_bias, which are not weights. Departures: a GPT-2 file without
+config.json gets n_head = n_embd // 64 (true of all four GPT-2 sizes; shapes cannot tell n_head); sharded files
+(*.index.json) and big-endian hosts are not supported; the out_dir lock needs a POSIX system (elsewhere a run
+does not lock its out_dir).
 """
 
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -9,7 +31,13 @@ import math
 import mmap
 import os
 import re
+import shutil
 import sys
+
+try:
+    import fcntl  # POSIX file locks: the out_dir lock
+except ImportError:  # Windows
+    fcntl = None
 
 import tiktoken
 import torch
@@ -76,7 +104,7 @@ def gpt2_from_vocab_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             vocab = json.load(f)
-    except (OSError, ValueError) as e:  # ValueError: not UTF-8 or not JSON
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or not JSON; or nested too deeply
         raise LoadError(f"cannot read {path} ({type(e).__name__}); download GPT-2's vocab.json again") from e
     if not (isinstance(vocab, dict) and all(isinstance(i, int) for i in vocab.values())):
         raise LoadError(f"{path} is not a vocabulary ({{token: id}}); download GPT-2's vocab.json again")
@@ -101,17 +129,26 @@ def gpt2_from_vocab_json(path):
     return bpe_encoding("gpt2", ranks)  # eot == len(ranks), checked above
 
 
-# ----------------------------------------------------------------------------- checkpoints and GPT-2 files
-# A nanogrpo checkpoint is a torch.save'd dict: {"model": state_dict, "config": GPTConfig as a dict,
-# "tokenizer": its name, "prompt": the prompt template, "digest": sha256 of the weights, **train.py's own keys}.
-# It is written atomically and read with weights_only=True (no code is unpickled). GPT-2 in Hugging Face's
-# layout differs from this model in three ways, undone while loading: names may lack "transformer.", the four
-# Conv1D weights per layer are stored transposed, (in, out), and the files carry the causal-mask buffers
-# attn.bias / attn.masked_bias, which are not weights. Departures: a GPT-2 file without config.json gets
-# n_head = n_embd // 64 (true of all four GPT-2 sizes; shapes cannot tell n_head); sharded files
-# (*.index.json) and big-endian hosts are not supported.
+# ----------------------------------------------------------------------------- nanogrpo checkpoints
 
-CKPT_KEYS = ("model", "config", "tokenizer", "prompt")
+CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
+# what a resume reads besides the model, and its type ("ref" is a state dict, or None when beta == 0)
+TRAIN_KEYS = {"step": int, "task": str, "args": dict, "optimizer": dict, "log_bytes": int, "ref": (dict, type(None))}
+# nanoGPT's resume rule: a resumed run keeps the checkpoint's settings, except these (--data may move: train.py
+# checks its content)
+RESUMABLE = (
+    "lr",
+    "steps",
+    "eval_every",
+    "micro_batch",
+    "device",
+    "dtype",
+    "compile",
+    "decode",
+    "data",
+    "out_dir",
+    "init_from",
+)
 TOKENIZERS = ("bytes", "gpt2")
 SAFETENSORS_DTYPES = {
     "F64": torch.float64,
@@ -138,32 +175,54 @@ GPT2_FIXED = {
 }
 
 
-def weights_digest(state):
-    """sha256 over each tensor's name, dtype, shape and bytes, in name order: a flipped bit changes it."""
+def digest(ckpt):
+    """sha256 of every key of a checkpoint but "digest": tensors by dtype, shape and bytes, dicts in key order,
+    other values by type and repr. A flipped bit anywhere in the file changes it."""
     h = hashlib.sha256()
-    for name in sorted(state):
-        t = state[name].detach()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # (bytes,) the raw data
+
+    def feed(x):
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}|".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy())  # (bytes,) the raw data
+        elif isinstance(x, dict):
+            h.update(f"D{len(x)}|".encode())
+            for k in sorted(x, key=repr):
+                feed(k)
+                feed(x[k])
+        elif isinstance(x, (list, tuple)):
+            h.update(f"L{len(x)}|".encode())
+            for v in x:
+                feed(v)
+        else:
+            h.update(f"{type(x).__name__}:{x!r}|".encode())
+
+    feed({k: v for k, v in ckpt.items() if k != "digest"})
     return h.hexdigest()
 
 
 def atomic_save(obj, path):
-    """torch.save(obj, path), all or nothing: write path + ".tmp" in the same folder, flush it to the disk,
-    then rename it over `path` (atomic). On any failure (a full or read-only disk, Ctrl-C) the temp file is
-    removed and the error re-raised, so the previous file at `path` is never damaged."""
+    """torch.save(obj, path), all or nothing: write a temp file named with this process's id in the same folder,
+    flush it to the disk, then rename it over `path` (atomic). On any failure (a full or read-only disk, Ctrl-C)
+    the temp file is removed, so the previous file at `path` is intact; a failed write raises a one-line OSError."""
     path = os.fspath(path)
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except (OSError, RuntimeError) as e:  # torch's writer reports a full disk as a RuntimeError
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0][:120]
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+        raise OSError(
+            f"cannot write {path} ({why}; {free / 1e6:.0f} MB free on its disk): free some space or "
+            f"pick another folder; the previous file there is intact"
+        ) from e
+    finally:
         if os.path.lexists(tmp):
             os.remove(tmp)
-        raise
 
 
 def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
@@ -181,22 +240,12 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     clash = set(extra) & {*CKPT_KEYS, "digest", "tokenizer_ranks"}
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
-    state = model.state_dict()
     ranks = None  # {token bytes: id} of GPT-2's BPE, from the Encoding itself
     if name == "gpt2" and isinstance(tokenizer, tiktoken.Encoding):
         ranks = {tokenizer.decode_single_token_bytes(i): i for i in range(tokenizer.eot_token)}
-    atomic_save(
-        {
-            "model": state,
-            "config": dataclasses.asdict(model.config),
-            "tokenizer": name,
-            "prompt": prompt,
-            "tokenizer_ranks": ranks,
-            "digest": weights_digest(state),
-            **extra,
-        },
-        path,
-    )
+    config = dataclasses.asdict(model.config)
+    ckpt = dict(model=model.state_dict(), config=config, tokenizer=name, prompt=prompt, tokenizer_ranks=ranks, **extra)
+    atomic_save({**ckpt, "digest": digest(ckpt)}, path)
 
 
 def _check_file(path):
@@ -255,23 +304,67 @@ def _check_checkpoint(ckpt, path):
             f"{path}: its tokenizer {ckpt['tokenizer']!r:.40} or prompt template {ckpt['prompt']!r:.60} "
             f"is unknown; the file is damaged or from another program"
         )
-    if "digest" in ckpt and ckpt["digest"] != weights_digest(state):
+    try:
+        intact = ckpt["digest"] == digest(ckpt)
+    except (RecursionError, TypeError, ValueError, RuntimeError):  # nested too deeply, or not plain data
+        intact = False
+    if not intact:
         raise LoadError(
-            f"{path}: its weights do not match the digest saved with them (a flipped bit or a damaged "
-            f"disk); use another copy or an earlier checkpoint"
+            f"{path}: its content does not match the digest saved with it (a flipped bit, a damaged disk, or an "
+            f"earlier nanogrpo's file); use another copy or an earlier checkpoint"
         )
+    if cfg.n_layer > len(state):  # each layer has tensors of its own: an absurd n_layer is refused unbuilt
+        raise LoadError(f"{path}: its config has {cfg.n_layer} layers but the file only {len(state)} tensors")
+    with torch.device("meta"):  # shapes only: nothing is allocated, whatever the config says
+        want = {k: tuple(t.shape) for k, t in GPT(cfg).state_dict().items()}
+    got = {k: tuple(t.shape) for k, t in state.items()}
+    for k in sorted(want.keys() | got.keys()):
+        if want.get(k) != got.get(k):
+            raise LoadError(
+                f"{path}: its config does not fit its tensors ({k}: {got.get(k)} in the file, "
+                f"{want.get(k)} for {cfg}); the file is damaged or from another program"
+            )
     return cfg
 
 
-def load_checkpoint(path, mmap=False):
-    """The dict save_checkpoint wrote, checked (keys, config, digest); any problem -> LoadError.
+def load_checkpoint(path, mmap=False, resume=False):
+    """The dict save_checkpoint wrote, checked (keys, config, digest, shapes); any problem -> LoadError.
 
-    mmap=True maps the file instead of reading it (for big models: the optimizer's state is read only when
-    used); then keep the file in place while its tensors are alive (on Windows it cannot be replaced meanwhile).
+    resume=True also requires train.py's state (TRAIN_KEYS, each of its type). mmap=True maps the file instead of
+    reading it; then keep the file in place while its tensors are alive (on Windows it cannot be replaced meanwhile).
     """
     ckpt = _torch_load(os.fspath(path), mmap)
     _check_checkpoint(ckpt, path)
+    bad = [k for k, kind in TRAIN_KEYS.items() if not isinstance(ckpt.get(k, ...), kind)]
+    if resume and bad:
+        raise LoadError(
+            f"{path} holds a model but no training state to resume ({bad[0]} is missing or of the wrong "
+            f"type); start a fresh run from it with --init_from {path}"
+        )
     return ckpt
+
+
+def cached(path, key):
+    """The checkpoint at `path` if it is sound and was saved with key=`key` (a cache entry), else None."""
+    try:
+        ckpt = load_checkpoint(path)
+    except LoadError:
+        return None
+    return ckpt if ckpt.get("key") == key else None
+
+
+def resume(parser, path):
+    """(args, checkpoint) of a resumed run: the checkpoint at `path` (LoadError if it cannot be resumed) and its
+    settings, with the flags typed now overriding them: nanoGPT's rule. A typed flag may change only the settings
+    in RESUMABLE; one that would change another setting raises LoadError, naming it."""
+    ckpt = load_checkpoint(path, resume=True)
+    args = parser.parse_args(namespace=argparse.Namespace(**ckpt["args"]))  # typed flags override saved ones
+    for k, v in ckpt["args"].items():
+        if k not in RESUMABLE and getattr(args, k) != v:
+            raise LoadError(
+                f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it (drop the flag)"
+            )
+    return args, ckpt
 
 
 def restore(module, state, path):
@@ -289,6 +382,76 @@ def restore(module, state, path):
     sums = [t.detach().sum(dtype=torch.float32) for t in module.state_dict().values() if t.is_floating_point()]
     if sums and not torch.isfinite(torch.stack(sums)).all():  # (n_tensors,) sums
         raise LoadError(f"{path} holds non-finite weights (NaN or inf); it is damaged: use another copy")
+
+
+# ----------------------------------------------------------------------------- a run's out_dir
+
+
+class RunDir:
+    """The out_dir of one training run: ckpt.pt, warmstart.pt (the cached warm start) and metrics.jsonl.
+
+    The writer (rank 0) holds an OS lock on out_dir/run.lock for the run, so a second run on the same out_dir
+    ends in one line instead of interleaving logs and overwriting checkpoints; the OS drops the lock when the
+    process ends, however it ends. A fresh run (resume=False) removes an old ckpt.pt: it can never be resumed
+    into another run's state."""
+
+    def __init__(self, path, resume, writer=True):
+        self.path, self.writer = path, writer
+        self.ckpt, self.warm, self.metrics = (
+            os.path.join(path, n) for n in ("ckpt.pt", "warmstart.pt", "metrics.jsonl")
+        )
+        if not writer:
+            return
+        try:
+            os.makedirs(path, exist_ok=True)
+            self._lock = open(os.path.join(path, "run.lock"), "a")  # open for the run: the lock lives with it
+        except OSError as e:
+            raise OSError(f"cannot write in --out_dir {path} ({e.strerror}); pick another folder") from e
+        try:
+            if fcntl is not None:
+                fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
+        if not resume and os.path.exists(self.ckpt):
+            os.remove(self.ckpt)
+
+    def check_space(self, num_params, ref):
+        """OSError (one line) unless the disk has room for what the run writes, in float32: a checkpoint (weights,
+        the reference if `ref`, AdamW's two moments), its temp copy while it is written, and the warm start."""
+        need, free = 4 * num_params * (2 * (4 if ref else 3) + 1), shutil.disk_usage(self.path).free
+        if free < need:
+            raise OSError(
+                f"--out_dir {self.path} has {free / 1e6:.0f} MB free, but this run writes about "
+                f"{need / 1e6:.0f} MB; free some space or pick another"
+            )
+
+    def open_log(self, nbytes):
+        """Keep metrics.jsonl's first nbytes, what the checkpoint covers (a fresh run: 0): what a crash wrote after
+        the last checkpoint goes, so that the resumed run's log equals the uninterrupted run's."""
+        size = os.path.getsize(self.metrics) if os.path.isfile(self.metrics) else 0
+        if size < nbytes:
+            raise LoadError(
+                f"{self.metrics} is shorter than when {self.ckpt} was written; restore it or start a fresh run"
+            )
+        with open(self.metrics, "a") as f:
+            f.truncate(nbytes)
+
+    def log(self, record, show=()):
+        """Append one record to metrics.jsonl as strict JSON (a non-finite float becomes null) and print its `show`
+        keys on one line; only the writer (rank 0) does either."""
+        if self.writer:
+            record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
+            with open(self.metrics, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            print(
+                " ".join(f"{k} {record[k]:.4g}" if isinstance(record[k], float) else f"{k} {record[k]}" for k in show)
+            )
+
+    def log_bytes(self):
+        return os.path.getsize(self.metrics)
+
+
+# ----------------------------------------------------------------------------- GPT-2 in Hugging Face's layout
 
 
 def read_safetensors(path):
@@ -320,7 +483,7 @@ def read_safetensors(path):
     if not isinstance(header, dict):
         raise LoadError(f"{path}: its header is not a JSON object; this is not a safetensors file")
     data = torch.frombuffer(buf, dtype=torch.uint8)  # (size,) the whole file, mapped
-    start, tensors = 8 + n, {}
+    start, tensors, spans = 8 + n, {}, []
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -355,6 +518,11 @@ def read_safetensors(path):
             )
         raw = data[begin:end]  # (nbytes,) uint8 view
         tensors[name] = (raw.clone() if begin % dtype.itemsize else raw).view(dtype).reshape(shape)
+        spans.append((begin, end, name))
+    spans.sort()
+    for (_, end, a), (begin, _, b) in zip(spans, spans[1:]):
+        if begin < end:
+            raise LoadError(f"{path}: tensors {a!r} and {b!r} share bytes; the file is damaged: download it again")
     return tensors
 
 
@@ -364,12 +532,10 @@ def _gpt2_config(weights, folder, path):
     wte, wpe = weights["wte.weight"], weights.get("wpe.weight")
     if wte.dim() != 2 or wpe is None or wpe.dim() != 2:
         raise LoadError(f"{path}: wte.weight or wpe.weight is missing or not a matrix; this is not GPT-2 weights")
-    layers = {int(m.group(1)) for m in (re.match(r"h\.(\d+)\.", k) for k in weights) if m}
-    got = dict(
-        vocab_size=wte.shape[0], n_embd=wte.shape[1], n_positions=wpe.shape[0], n_layer=max(layers, default=-1) + 1
-    )
-    if got["n_layer"] == 0:
-        raise LoadError(f"{path} has no layers (h.0.*); this is not GPT-2 weights")
+    layers = {int(m.group(1)) for m in (re.match(r"h\.(\d{1,9})\.", k) for k in weights) if m}
+    if not layers or layers != set(range(len(layers))):  # so n_layer is at most the number of tensors present
+        raise LoadError(f"{path}: its layers are not h.0 .. h.N without gaps; this is not GPT-2 weights")
+    got = dict(vocab_size=wte.shape[0], n_embd=wte.shape[1], n_positions=wpe.shape[0], n_layer=len(layers))
     fc = weights.get("h.0.mlp.c_fc.weight")
     if fc is not None and tuple(fc.shape) == (4 * got["n_embd"], got["n_embd"]):  # (out, in): not Conv1D's (in, out)
         raise LoadError(
@@ -382,7 +548,7 @@ def _gpt2_config(weights, folder, path):
         try:
             with open(cfg_path, encoding="utf-8") as f:
                 hf = json.load(f)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deeply
             raise LoadError(
                 f"cannot read {cfg_path} ({type(e).__name__}); download it again or remove it "
                 f"(the shapes of {path} then give the config)"
@@ -518,7 +684,9 @@ def load_model(path, device="cpu"):
             enc = get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
         tensors = _gpt2_names(obj, file)
-        config, state = _gpt2_config(tensors, folder, file), None  # the state once the model is built
+        config = _gpt2_config(tensors, folder, file)
+        with torch.device("meta"):  # names and shapes checked before the model is built: nothing allocated yet
+            state = _gpt2_state(tensors, GPT(config), file)
         enc, prompt = get_tokenizer("gpt2", folder), PROMPT
     else:
         raise LoadError(
@@ -532,7 +700,5 @@ def load_model(path, device="cpu"):
         )
     with torch.device(device):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
-    if state is None:  # GPT-2: names and shapes checked against the model just built
-        state = _gpt2_state(tensors, model, file)
     restore(model, state, file)
     return model.eval(), enc, prompt

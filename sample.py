@@ -1,54 +1,51 @@
 """
 sample.py: draw G completions per prompt with a KV cache, o_i ~ π_θ_old(·|q), i = 1..G.
 
-GRPO scores each completion against the others of its group, so every prompt q is
-sampled G times. The B prompts are left-padded to P (the longest), prefilled ONCE as
-B rows, then the cache is repeated to N = B*G rows and all rows decode one token per
-step until every row has emitted EOS or max_new_tokens is reached; T <= max_new_tokens
-is the number of steps taken. Row b*G + g is completion g of prompt b.
+GRPO scores each completion against the others of its group, so every prompt q is sampled G times. The B
+prompts are left-padded to P (the longest), prefilled ONCE as B rows, then the cache is repeated to N = B*G
+rows and all rows decode one token per step until every row has emitted EOS or max_new_tokens is reached;
+T <= max_new_tokens is the number of steps taken. Row b*G + g is completion g of prompt b.
 
-Shapes and conventions (see model.py for the shape letters and the mask convention):
-    tokens          (N, P+T) long   left-padded prompt, then the completion; after a
-                                    row's first EOS the columns hold eos_id (pad = EOS id)
-    mask            (N, P+T) bool   False on left padding, True elsewhere, even after EOS
-    completion_mask (N, T)   bool   True for each sampled token up to and including the
-                                    first EOS, False after; taken from the loop's
-                                    `finished` state, never from token ids
-    truncated       (N,)     bool   no EOS within max_new_tokens
-    logprobs        (N, T)   float32  log-prob of each sampled token under the
-                                    distribution it was drawn from; 0 after EOS
-`mask` is what the trainer passes to model() to rerun the same forward. Leaving it True
-after EOS is safe: attention is causal, so those tokens never change the logits of any
-earlier position, and completion_mask keeps them out of the loss.
+A Rollout holds (shape letters and the mask convention: model.py):
+    tokens          (N, P+T) long     left-padded prompt, then the completion; eos_id after a row's first EOS
+    mask            (N, P+T) bool     False on the left padding only, so True after EOS too
+    completion_mask (N, T)   bool     True for each sampled token up to and including the first EOS, False
+                                      after; taken from the loop's `finished` state, never from token ids
+    truncated       (N,)     bool     no EOS within max_new_tokens
+    logprobs        (N, T)   float32  log-prob of each sampled token under the distribution it was drawn
+                                      from; 0 after EOS
+`mask` is what the trainer passes to model() to rerun the same forward. True after EOS is safe: attention is
+causal, so those columns never change an earlier position's logits, and completion_mask keeps them out of the
+loss. Rollout.select keeps some rows, and Rollout.join puts the rows of several generate() calls together,
+re-padded to one P and T, log-probs unchanged (what DAPO's dynamic sampling needs to refill a batch).
 
 Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
-- a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy
-  (argmax), and then logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy
-  token's log-prob under the untempered model;
-- the trainer recomputes π_old's log-probs with its own training forward (same dtype, masks
-  and τ) and does not take them from here. `Rollout.logprobs` is what it compares them with:
-  the largest gap between the two, logged every step, shows that sampler and trainer see the
-  same distribution (at τ without top-k, as train.py samples; tests/test_sample.py checks it, under
-  bf16 autocast too);
-- a model that has diverged does not stop generate: non-finite logits give some token and a
-  non-finite value in `logprobs`, for the caller to check once per step.
+- a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
+  logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy token's log-prob under the untempered model;
+- π_old's log-probs are not taken from here: train.py recomputes them with its training forward and logs their
+  largest gap to `Rollout.logprobs` (logp_gap), which tests/test_sample.py shows is rounding at τ without top-k;
+- a model that has diverged does not stop generate: non-finite logits give some token and a non-finite value
+  in `logprobs`, for the caller to check once per step.
 
-Three decoders; for the same seed, the same tokens, masks, T and generator state after the call, and
-log-probs equal up to float rounding (tests/test_sample.py; float32: under bf16 autocast, rounding
-differs more and a rare token may too):
-    "plain"   the loop in generate(): read it first, it is the reference;
-    "static"  the same steps with fixed shapes (the fast path, after generate());
-    "graph"   "static" with one decode step captured as a CUDA graph and replayed (CUDA only).
+Three decoders (generate's `decode`, train.py's --decode). For the same seed they give the same tokens, masks,
+T and generator state after the call, and log-probs equal up to float rounding (tests/test_sample.py; in
+float32: under bf16 autocast, rounding differs more and a rare token may too):
+    "plain"   the loop in generate(), on model.KVCache's dynamic cache: every step has a new shape (the cache
+              grows) and asks the device whether every row has finished. Read it first: it is the reference.
+    "static"  decode_static(): the same steps on the static cache (KVCache(static=True)), each step the same
+              computation on the same buffers, and the host asks only every SYNC_EVERY steps.
+    "graph"   "static" with one decode step captured once as a CUDA graph and replayed (CUDA only): on a GPU a
+              small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
 over all k-subsets of its n samples, with correctness judged by reward.correct(); evaluate() gives them and the
 greedy accuracy on held-out problems. DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right
-answer likelier among the samples rather than adding new ones. `python sample.py --ckpt out/ckpt.pt "question"`
-talks to a checkpoint.
+answer likelier among the samples rather than adding new ones. The command line (the file's end) talks to a checkpoint.
 """
+
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import torch
@@ -62,28 +59,63 @@ DECODERS = ("plain", "static", "graph")
 
 @dataclass
 class Rollout:
-    tokens: torch.Tensor           # (N, P+T) long
-    mask: torch.Tensor             # (N, P+T) bool, True = real token
-    prompt_len: int                # P
+    tokens: torch.Tensor  # (N, P+T) long
+    mask: torch.Tensor  # (N, P+T) bool, True = real token
+    prompt_len: int  # P
     completion_mask: torch.Tensor  # (N, T) bool; the loss casts it to its own dtype
-    truncated: torch.Tensor        # (N,) bool
-    logprobs: torch.Tensor         # (N, T) float32; non-finite if the model's logits were
+    truncated: torch.Tensor  # (N,) bool
+    logprobs: torch.Tensor  # (N, T) float32; non-finite if the model's logits were
 
     @property
     def completion(self):
-        return self.tokens[:, self.prompt_len:]  # (N, T)
+        return self.tokens[:, self.prompt_len :]  # (N, T)
 
     @property
     def lengths(self):
         """Tokens in each completion, the first EOS included: |o_i|."""
         return self.completion_mask.sum(dim=1)  # (N,) long
 
+    def select(self, rows):
+        """The rows that `rows` picks, an (n,) long index or an (N,) bool mask, as a Rollout of n rows with the
+        same P and T. Groups stay whole and contiguous only if `rows` keeps them so: that is the caller's part."""
+        rows = torch.as_tensor(rows, device=self.tokens.device)  # (n,) long or (N,) bool
+        kept = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "prompt_len"}  # (n, ...) each
+        return Rollout(prompt_len=self.prompt_len, **kept)
+
+    @classmethod
+    def join(cls, rollouts, eos_id):
+        """The rows of `rollouts` (from generate() calls with their own P_i and T_i) one after the other, as one
+        Rollout with P = max P_i, T = max T_i. A prompt gets P - P_i more columns of left padding (eos_id, mask
+        False), a completion T - T_i more on the right, laid out as after an EOS (eos_id, mask True,
+        completion_mask False, logprobs 0); truncated is kept. Columns come only before a row's first real token
+        or after its last sampled one, so each row keeps its lengths and its completion log-probs under the model
+        (tests/test_sample.py). P + T is at most max P_i + max_new_tokens: it fits if the calls share that."""
+        if not rollouts:
+            raise ValueError("Rollout.join: give at least one rollout")
+        P = max(r.prompt_len for r in rollouts)
+        T = max(r.completion.shape[1] for r in rollouts)
+        tokens, mask, completion_mask, logprobs = [], [], [], []
+        for r in rollouts:
+            left, right = P - r.prompt_len, T - r.completion.shape[1]
+            tokens.append(F.pad(r.tokens, (left, right), value=eos_id))  # (n_i, P+T)
+            mask.append(F.pad(F.pad(r.mask, (left, 0), value=False), (0, right), value=True))  # (n_i, P+T)
+            completion_mask.append(F.pad(r.completion_mask, (0, right), value=False))  # (n_i, T)
+            logprobs.append(F.pad(r.logprobs, (0, right), value=0.0))  # (n_i, T)
+        return cls(
+            tokens=torch.cat(tokens),  # (N, P+T), N = Σ n_i
+            mask=torch.cat(mask),  # (N, P+T)
+            prompt_len=P,
+            completion_mask=torch.cat(completion_mask),  # (N, T)
+            truncated=torch.cat([r.truncated for r in rollouts]),  # (N,)
+            logprobs=torch.cat(logprobs),  # (N, T)
+        )
+
 
 def completions_text(rollout, enc):
     """Each completion decoded up to, not including, its first EOS (bad UTF-8 -> U+FFFD)."""
     texts = []
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
-        texts.append(enc.decode(ids[:n if trunc else n - 1], errors="replace"))
+        texts.append(enc.decode(ids[: n if trunc else n - 1], errors="replace"))
     return texts
 
 
@@ -95,14 +127,17 @@ def teacher_rollout(prompts, completions, eos_id=256, device="cpu"):
     idx, mask = left_pad(prompts, eos_id)  # (N, P), (N, P)
     N, T = len(completions), max(len(c) for c in completions)
     completion = torch.full((N, T), eos_id, dtype=torch.long)  # (N, T)
-    completion_mask = torch.zeros(N, T, dtype=torch.bool)      # (N, T)
+    completion_mask = torch.zeros(N, T, dtype=torch.bool)  # (N, T)
     for n, c in enumerate(completions):
-        completion[n, :len(c)], completion_mask[n, :len(c)] = torch.tensor(c, dtype=torch.long), True
-    return Rollout(tokens=torch.cat([idx, completion], dim=1).to(device),                        # (N, P+T)
-                   mask=torch.cat([mask, torch.ones(N, T, dtype=torch.bool)], dim=1).to(device),  # (N, P+T)
-                   prompt_len=idx.shape[1], completion_mask=completion_mask.to(device),
-                   truncated=torch.tensor([c[-1] != eos_id for c in completions], device=device),  # (N,)
-                   logprobs=torch.zeros(N, T, device=device))                                   # (N, T)
+        completion[n, : len(c)], completion_mask[n, : len(c)] = torch.tensor(c, dtype=torch.long), True
+    return Rollout(
+        tokens=torch.cat([idx, completion], dim=1).to(device),  # (N, P+T)
+        mask=torch.cat([mask, torch.ones(N, T, dtype=torch.bool)], dim=1).to(device),  # (N, P+T)
+        prompt_len=idx.shape[1],
+        completion_mask=completion_mask.to(device),  # (N, T)
+        truncated=torch.tensor([c[-1] != eos_id for c in completions], device=device),  # (N,)
+        logprobs=torch.zeros(N, T, device=device),  # (N, T)
+    )
 
 
 def sample_token(logits, temperature=1.0, top_k=None, generator=None):
@@ -132,8 +167,9 @@ def sample_token(logits, temperature=1.0, top_k=None, generator=None):
 
 
 @torch.no_grad()
-def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None,
-             decode="plain"):
+def generate(
+    model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None, decode="plain"
+):
     """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
 
     temperature: τ > 0 samples from softmax(logits / τ); τ = 0 is greedy.
@@ -153,14 +189,18 @@ def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos
     if temperature < 0 or (top_k is not None and top_k < 1):
         raise ValueError(f"generate: need temperature >= 0 and top_k >= 1 (got {temperature}, {top_k})")
     if P + max_new_tokens > model.config.block_size:
-        raise ValueError(f"longest prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds block_size "
-                         f"({model.config.block_size}); shorten the prompts or lower max_new_tokens")
+        raise ValueError(
+            f"longest prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds block_size "
+            f"({model.config.block_size}); shorten the prompts or lower max_new_tokens"
+        )
     device = next(model.parameters()).device
     if decode not in DECODERS:
         raise ValueError(f"generate: unknown decode '{decode}'; choose one of {', '.join(DECODERS)}")
     if decode == "graph" and device.type != "cuda":
-        raise ValueError(f"generate: decode='graph' captures CUDA graphs, and the model is on {device.type}; "
-                         f"use decode='static' or 'plain'")
+        raise ValueError(
+            f"generate: decode='graph' captures CUDA graphs, and the model is on {device.type}; "
+            f"use decode='static' or 'plain'"
+        )
     N = B * G
 
     # left-pad the B prompts and prefill them once
@@ -168,16 +208,16 @@ def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos
     idx, mask = idx.to(device), mask.to(device)
     cache = model.new_cache(P + max_new_tokens, static=decode != "plain")
     logits = model(idx, mask, cache=cache)[:, -1]  # (B, V) predicts each prompt's next token
-    cache.repeat_interleave(G)                     # B rows -> N rows, row b*G+g from row b
-    logits = logits.repeat_interleave(G, dim=0)    # (N, V)
+    cache.repeat_interleave(G)  # B rows -> N rows, row b*G+g from row b
+    logits = logits.repeat_interleave(G, dim=0)  # (N, V)
 
     if decode == "plain":  # the reference loop
         finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,) has emitted EOS
         toks, logps, alive = [], [], []  # T entries of (N,)
         for t in range(max_new_tokens):
             tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
-            tok = tok.masked_fill(finished, eos_id)   # finished rows keep emitting EOS ...
-            logp = logp.masked_fill(finished, 0.0)    # ... which is not sampled, so log-prob 0
+            tok = tok.masked_fill(finished, eos_id)  # finished rows keep emitting EOS ...
+            logp = logp.masked_fill(finished, 0.0)  # ... which is not sampled, so log-prob 0
             toks.append(tok)
             logps.append(logp)
             alive.append(~finished)  # (N,) this step's token counts: the row had not finished before it
@@ -185,29 +225,19 @@ def generate(model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos
             if t == max_new_tokens - 1 or bool(finished.all()):  # the one host sync per step
                 break
             logits = model(tok[:, None], cache=cache)[:, -1]  # (N, V)
-        completion, logprobs, alive = torch.stack(toks, 1), torch.stack(logps, 1), torch.stack(alive, 1)  # (N, T)
+        completion, logp, alive = torch.stack(toks, 1), torch.stack(logps, 1), torch.stack(alive, 1)  # (N, T)
     else:
-        completion, logprobs, alive, finished = decode_static(model, cache, logits, max_new_tokens, temperature,
-                                                              top_k, eos_id, generator, graph=decode == "graph")
+        completion, logp, alive, finished = decode_static(
+            model, cache, logits, max_new_tokens, temperature, top_k, eos_id, generator, graph=decode == "graph"
+        )
 
     tokens = torch.cat([idx.repeat_interleave(G, dim=0), completion], dim=1)  # (N, P+T)
-    full_mask = torch.cat([mask.repeat_interleave(G, dim=0),
-                           torch.ones_like(completion, dtype=torch.bool)], dim=1)  # (N, P+T)
-    return Rollout(tokens=tokens, mask=full_mask, prompt_len=P,
-                   completion_mask=alive,   # (N, T)
-                   truncated=~finished,     # (N,)
-                   logprobs=logprobs)       # (N, T)
+    mask = torch.cat([mask.repeat_interleave(G, dim=0), torch.ones_like(completion, dtype=torch.bool)], 1)  # (N, P+T)
+    return Rollout(tokens=tokens, mask=mask, prompt_len=P, completion_mask=alive, truncated=~finished, logprobs=logp)
 
 
-# ----------------------------------------------------------------------------- the fast path
-# On a GPU a small model is bound by launching kernels and waiting for the host, not by
-# arithmetic. The plain loop gives every step a new shape (the cache grows) and asks the
-# device "has every row finished?" after every token. Here each step is the same
-# computation on the same buffers, so it can be captured once as a CUDA graph and replayed,
-# and the host asks only every SYNC_EVERY steps.
-
-SYNC_EVERY = 8  # each "all finished?" check waits for the device to run dry; the price of checking
-                # rarely is up to SYNC_EVERY - 1 steps run after the last row finished, then dropped
+# ----------------------------------------------------------------------------- the fast path: "static" and "graph"
+SYNC_EVERY = 8  # steps per "all finished?" check (a wait for the device); up to SYNC_EVERY - 1 run past the end
 GRAPH_WARMUP = 2  # steps run eagerly on a side stream before capture, which CUDA graphs require
 
 
@@ -219,12 +249,12 @@ def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_
     (T included, and the generator's state after it).
     """
     N, dev = logits.shape[0], logits.device
-    logits = logits.clone()                                                     # (N, V) this step's logits
-    finished = torch.zeros(N, dtype=torch.bool, device=dev)                     # (N,) has emitted EOS
+    logits = logits.clone()  # (N, V) this step's logits
+    finished = torch.zeros(N, dtype=torch.bool, device=dev)  # (N,) has emitted EOS
     toks = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=dev)  # (N, T_max)
-    logps = torch.zeros(N, max_new_tokens, device=dev)                          # (N, T_max) float32
-    alive = torch.zeros(N, max_new_tokens, dtype=torch.bool, device=dev)        # (N, T_max)
-    t = torch.zeros(1, dtype=torch.long, device=dev)                            # (1,) this step's column
+    logps = torch.zeros(N, max_new_tokens, device=dev)  # (N, T_max) float32
+    alive = torch.zeros(N, max_new_tokens, dtype=torch.bool, device=dev)  # (N, T_max)
+    t = torch.zeros(1, dtype=torch.long, device=dev)  # (1,) this step's column
 
     def step():  # the plain loop's body, writing in place, with the step's column t on the device
         tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
@@ -281,6 +311,7 @@ def graphed(step, generator):
             with torch.cuda.graph(cuda_graph):
                 step()  # recorded, not run
         cuda_graph.replay()
+
     return run
 
 
@@ -347,7 +378,7 @@ def sampled_metrics(completions, golds, G):
     B = len(golds)
     right = reward.correct(completions, golds).view(B, G)  # (B, G)
     answers = [reward.extract_answer(c) for c in completions]
-    maj = [_maj_counts(answers[b * G:(b + 1) * G], golds[b]) for b in range(B)]
+    maj = [_maj_counts(answers[b * G : (b + 1) * G], golds[b]) for b in range(B)]
     out = {}
     for k in range(1, G + 1):
         out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
@@ -356,21 +387,22 @@ def sampled_metrics(completions, golds, G):
 
 
 @torch.no_grad()
-def evaluate(model, prompts, golds, G, max_new_tokens, enc, temperature=1.0, eos_id=256, batch=64, generator=None,
-             decode="plain"):
+def evaluate(
+    model, prompts, golds, G, max_new_tokens, enc, temperature=1.0, eos_id=256, batch=64, generator=None, decode="plain"
+):
     """A policy on held-out problems (prompts as token lists, and their gold answers): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
     k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the
     verifier's verdict, reward.correct(), never with a reward's value."""
     greedy, samples = [], []
     for i in range(0, len(prompts), batch):
-        chunk = prompts[i:i + batch]
+        chunk = prompts[i : i + batch]
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
-        samples += completions_text(generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id,
-                                             generator=generator, decode=decode), enc)
+        roll = generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id, generator=generator, decode=decode)
+        samples += completions_text(roll, enc)
     acc = reward.correct(greedy, golds).float().mean().item()
-    return {"greedy_acc": acc, "greedy_acc_se": math.sqrt(acc * (1 - acc) / len(golds)),
-            **sampled_metrics(samples, golds, G)}
+    se = math.sqrt(acc * (1 - acc) / len(golds))
+    return {"greedy_acc": acc, "greedy_acc_se": se, **sampled_metrics(samples, golds, G)}
 
 
 if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"
@@ -378,8 +410,9 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     import sys
 
     from checkpoint import LoadError, load_model
-    p = argparse.ArgumentParser(description="Sample G completions per question from a checkpoint (train.py's, or "
-                                            "GPT-2's) and show the answer the verifier reads in each.")
+
+    about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
+    p = argparse.ArgumentParser(description=about)
     p.add_argument("question", nargs="+", help="questions; the checkpoint's prompt template is applied")
     p.add_argument("--ckpt", default="out/ckpt.pt", help="a nanogrpo checkpoint, or a GPT-2 file or folder")
     p.add_argument("--G", type=int, default=4, help="completions per question")
@@ -390,13 +423,22 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda, mps or cpu")
     args = p.parse_args()
     try:
-        model, enc, prompt = load_model(args.ckpt, device=args.device)
-        prompts = [enc.encode(prompt.format(question=q)) for q in args.question]
-        T = min(args.max_new_tokens, model.config.block_size - max(map(len, prompts)))  # what fits the model
-        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=enc.eot_token,
-                        generator=torch.Generator(args.device).manual_seed(args.seed))
+        device = torch.device(args.device)
+    except RuntimeError:
+        sys.exit(f"error: --device {args.device} is not a device name; use --device cpu, cuda or mps")
+    n = {"cpu": 1, "cuda": torch.cuda.device_count(), "mps": int(torch.backends.mps.is_available())}.get(device.type, 0)
+    if n <= (device.index or 0):  # checked here, as torch would stop with a traceback
+        use = "--device cuda or cpu" if torch.cuda.device_count() else "--device cpu"
+        sys.exit(f"error: --device {args.device}: torch {torch.__version__} sees {n} such device(s); use {use}")
+    try:
+        model, enc, prompt = load_model(args.ckpt, device=device)
+        # disallowed_special=(): a special token's text in a question, such as <|endoftext|>, is plain text
+        prompts = [enc.encode(prompt.format(question=q), disallowed_special=()) for q in args.question]
+        T = max(1, min(args.max_new_tokens, model.config.block_size - max(map(len, prompts))))  # what fits
+        gen = torch.Generator(device).manual_seed(args.seed)
+        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=enc.eot_token, generator=gen)
     except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag or device: one line, no traceback
-        sys.exit(f"error: {e}")
+        sys.exit("error: " + " ".join(str(e).splitlines()))
     for i, text in enumerate(completions_text(roll, enc)):
         if i % args.G == 0:
             print(f"=== {args.question[i // args.G]}")

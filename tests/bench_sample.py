@@ -10,6 +10,7 @@ whole sequence through the model for every new token: what sampling costs withou
 All samplers draw `new_tokens` for all B*G rows (a random-init model almost never makes every
 row of a group emit EOS, and rows that finished are still computed), so tokens/s counts B*G*T.
 """
+
 import argparse
 import os
 import sys
@@ -66,8 +67,12 @@ def main():
     ap.add_argument("--n_embd", type=int, default=256)
     ap.add_argument("--n_head", type=int, default=4)
     ap.add_argument("--block_size", type=int, default=256)
-    ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                    help="autocast dtype (auto: bf16 on CUDA where supported, as train.py)")
+    ap.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="autocast dtype (auto: bf16 on CUDA where supported, as train.py)",
+    )
     ap.add_argument("--decoders", default="auto", help="comma-separated (auto: plain,static, and graph on CUDA)")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per sampler; the best counts")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
@@ -77,28 +82,32 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    decoders = args.decoders.split(",") if args.decoders != "auto" else \
-        ["plain", "static"] + (["graph"] if device.type == "cuda" else [])
-    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and device.type == "cuda"
-                                        and torch.cuda.is_bf16_supported())
+    if args.decoders == "auto":
+        decoders = ["plain", "static"] + (["graph"] if device.type == "cuda" else [])
+    else:
+        decoders = args.decoders.split(",")
+    bf16_here = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bf16_here)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
     torch.manual_seed(0)
     cfg = GPTConfig(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(cfg).to(device).eval()
     g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, 256, (int(n),), generator=g).tolist()
-               for n in torch.randint(8, 33, (args.B,), generator=g)]  # 8..32 tokens each
+    lengths = torch.randint(8, 33, (args.B,), generator=g).tolist()  # (B,) 8..32 tokens each
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in lengths]
     N = args.B * args.G
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
-    print(f"device {device} ({name}), torch {torch.__version__}, {'bf16 autocast' if bf16 else 'float32'}, "
-          f"{cfg.n_layer} layers x {cfg.n_embd} wide ({model.num_params() / 1e6:.1f}M params), "
-          f"{args.B} prompts x G={args.G} = {N} rows, {args.new_tokens} new tokens, "
-          f"prompts up to {max(map(len, prompts))} tokens")
+    print(
+        f"device {device} ({name}), torch {torch.__version__}, {'bf16 autocast' if bf16 else 'float32'}, "
+        f"{cfg.n_layer} layers x {cfg.n_embd} wide ({model.num_params() / 1e6:.1f}M params), "
+        f"{args.B} prompts x G={args.G} = {N} rows, {args.new_tokens} new tokens, "
+        f"prompts up to {max(map(len, prompts))} tokens"
+    )
 
     def run(decode):
+        gen = torch.Generator(device).manual_seed(1)
         with autocast:
-            return generate(model, prompts, args.G, args.new_tokens, decode=decode,
-                            generator=torch.Generator(device).manual_seed(1))
+            return generate(model, prompts, args.G, args.new_tokens, decode=decode, generator=gen)
 
     results, first = {}, None
     for decode in decoders:
@@ -108,16 +117,21 @@ def main():
         results[decode] = n / seconds
         first = first or rollout
         same = "same tokens as " + decoders[0] if torch.equal(rollout.tokens, first.tokens) else "other tokens"
-        print(f"{decode:7s}: {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s"
-              f"  ({n / seconds / results[decoders[0]]:.2f}x {decoders[0]}; {same})", flush=True)
+        print(
+            f"{decode:7s}: {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s"
+            f"  ({n / seconds / results[decoders[0]]:.2f}x {decoders[0]}; {same})",
+            flush=True,
+        )
     if not args.skip_naive:
+        gen = torch.Generator(device).manual_seed(1)
         with autocast:
-            out, seconds = timed(lambda: naive_generate(model, prompts, args.G, args.new_tokens,
-                                                        generator=torch.Generator(device).manual_seed(1)), device, 1)
-        n = out[:, first.prompt_len:].numel()
+            out, seconds = timed(
+                lambda: naive_generate(model, prompts, args.G, args.new_tokens, generator=gen), device, 1
+            )
+        n = out[:, first.prompt_len :].numel()
         assert n == first.completion.numel(), "every row emitted EOS before new_tokens: use more rows (--B, --G)"
-        print(f"naive  : {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s  ("
-              + ", ".join(f"{d} {results[d] * seconds / n:.0f}x faster" for d in results) + ")")
+        faster = ", ".join(f"{d} {results[d] * seconds / n:.0f}x faster" for d in results)
+        print(f"naive  : {n} tokens in {seconds:7.3f} s = {n / seconds:9.0f} tokens/s  ({faster})")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,27 @@ import json
 import math
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 import tiktoken
 import torch
 import torch.nn.functional as F
 
-from checkpoint import LoadError, get_tokenizer, load_checkpoint, load_model, read_safetensors, restore, save_checkpoint
-from model import PROMPT, GPT, GPTConfig, left_pad
+from checkpoint import (
+    TRAIN_KEYS,
+    LoadError,
+    RunDir,
+    digest,
+    get_tokenizer,
+    load_checkpoint,
+    load_model,
+    read_safetensors,
+    restore,
+    save_checkpoint,
+)
+from model import GPT, PROMPT, GPTConfig, left_pad
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
@@ -319,6 +332,11 @@ def torch_file(tmp_path, obj):
     return tmp_path / "x.pt"
 
 
+def signed(ckpt):
+    """A crafted checkpoint with a valid digest, so that the check after the digest's is the one that fires."""
+    return {**ckpt, "digest": digest(ckpt)}
+
+
 def raw_file(tmp_path, data, name="x.pt"):
     (tmp_path / name).write_bytes(data)
     return tmp_path / name
@@ -371,13 +389,14 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
     ),
     "checkpoint with a bad config": (
         lambda d: torch_file(
-            d, {"model": {"w": torch.ones(1)}, "tokenizer": "bytes", "prompt": PROMPT, "config": {"n_layer": -1}}
+            d,
+            signed({"model": {"w": torch.ones(1)}, "tokenizer": "bytes", "prompt": PROMPT, "config": {"n_layer": -1}}),
         ),
         "not a GPTConfig",
     ),
     "checkpoint with an unknown tokenizer": (
         lambda d: torch_file(
-            d, {"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "cl100k_base", "prompt": PROMPT}
+            d, signed({"model": {"w": torch.ones(1)}, "config": {}, "tokenizer": "cl100k_base", "prompt": PROMPT})
         ),
         "tokenizer",
     ),
@@ -499,6 +518,173 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkey
     monkeypatch.undo()
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"]
     load_checkpoint(path)
+
+
+def test_torch_writer_error_is_one_line_os_error(tmp_path, monkeypatch):
+    """torch's writer reports a full disk as a RuntimeError from its cleanup: it still reads as one OSError line,
+    the old file intact and no temp file (named with the writer's process id) left."""
+    path, names = tmp_path / "ckpt.pt", []
+    small_checkpoint(path)
+    before = path.read_bytes()
+
+    def full_disk(obj, f, *args, **kwargs):
+        names.append(os.path.basename(f.name))
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1234 vs 5678\nmore")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError) as e:
+        small_checkpoint(path, **{"transformer.ln_f.bias": 1.0})
+    monkeypatch.undo()
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and "MB free" in msg and "intact" in msg, msg
+    assert names == [f"ckpt.pt.{os.getpid()}.tmp"]
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"]
+
+
+# ----------------------------------------------------------------------------- what a resume reads is checked
+
+
+def train_checkpoint(path):
+    """A checkpoint as train.py writes it: weights, reference, optimizer state, step, task, args, log size."""
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    opt.step()
+    state = dict(step=3, task="builtin", args={"G": 8, "lr": 0.1}, log_bytes=120, optimizer=opt.state_dict())
+    save_checkpoint(path, model, get_tokenizer("bytes"), ref=reference(1, model.config).state_dict(), **state)
+    return torch.load(path, weights_only=True)
+
+
+def flip(t):
+    t.view(-1)[0] += 1  # one number changed, the rest of the file as it was
+
+
+EDITS = {  # a change to one thing a resume reads, the digest left as it was
+    "a weight": lambda c: flip(c["model"]["transformer.ln_f.bias"]),
+    "the reference": lambda c: flip(c["ref"]["transformer.h.0.mlp.c_fc.weight"]),
+    "the optimizer's moments": lambda c: flip(c["optimizer"]["state"][0]["exp_avg"]),
+    "the optimizer's settings": lambda c: c["optimizer"]["param_groups"][0].update(lr=0.2),
+    "the step": lambda c: c.update(step=4),
+    "an argument": lambda c: c["args"].update(G=4),
+    "the task": lambda c: c.update(task="other"),
+    "the log size": lambda c: c.update(log_bytes=0),
+    "the config": lambda c: c["config"].update(block_size=16),
+    "the prompt": lambda c: c.update(prompt="Q: {question}\nSo: "),
+    "no digest": lambda c: c.pop("digest"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_digest_covers_everything_a_resume_reads(tmp_path, edit):
+    path = tmp_path / "ckpt.pt"
+    ckpt = train_checkpoint(path)
+    assert load_checkpoint(path, resume=True)["step"] == 3  # sound as written
+    EDITS[edit](ckpt)
+    torch.save(ckpt, path)
+    with pytest.raises(LoadError) as e:
+        load_checkpoint(path, resume=True)
+    assert "\n" not in str(e.value) and str(path) in str(e.value), str(e.value)
+    assert ("lacks digest" if edit == "no digest" else "digest") in str(e.value)
+
+
+@pytest.mark.parametrize("key", list(TRAIN_KEYS))
+def test_resume_refuses_a_missing_or_mistyped_training_key(tmp_path, key):
+    path = tmp_path / "ckpt.pt"
+    ckpt = train_checkpoint(path)
+    for broken in ({k: v for k, v in ckpt.items() if k != key}, {**ckpt, key: "x" if key != "task" else 7}):
+        torch.save(signed({k: v for k, v in broken.items() if k != "digest"}), path)
+        load_checkpoint(path)  # a model is still there for load_model and sample.py
+        with pytest.raises(LoadError, match=f"no training state to resume \\({key} is missing"):
+            load_checkpoint(path, resume=True)
+
+
+def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_path):
+    """Sizes come from the file; they are checked against the tensors present (on the meta device) first."""
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    base = dict(model=model.state_dict(), tokenizer="bytes", prompt=PROMPT, tokenizer_ranks=None)
+    for config, expect in (
+        (
+            dict(block_size=8, vocab_size=257, n_layer=10**9, n_head=1, n_embd=8),
+            "1000000000 layers but the file only 17 tensors",
+        ),
+        (dict(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=10**7), "does not fit its tensors"),
+        (dict(block_size=10**12, vocab_size=257, n_layer=1, n_head=1, n_embd=8), "does not fit its tensors"),
+    ):
+        torch.save(signed({**base, "config": config}), tmp_path / "x.pt")
+        with pytest.raises(LoadError, match=expect):
+            load_model(tmp_path / "x.pt")
+    # GPT-2 names that imply a million layers, with only one of them present
+    (tmp_path / "many").mkdir()
+    folder, _ = gpt2_folder(tmp_path / "many", edit=lambda t: t.update({"h.999999.ln_1.bias": torch.zeros(128)}))
+    with pytest.raises(LoadError, match="without gaps"):
+        load_model(folder)
+
+
+def test_overlapping_safetensors_ranges_are_refused(tmp_path):
+    header = {
+        "wte.weight": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "wpe.weight": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+    }
+    path = safetensors_header(tmp_path, header, b"x" * 12)
+    with pytest.raises(LoadError, match="'wte.weight' and 'wpe.weight' share bytes"):
+        read_safetensors(path)
+
+
+@pytest.mark.parametrize("name", ["config.json", "vocab.json"])
+def test_json_nested_too_deeply_is_one_line(tmp_path, name):
+    folder, _ = gpt2_folder(tmp_path)
+    (folder / name).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LoadError) as e:
+        load_model(folder)
+    assert "\n" not in str(e.value) and name in str(e.value), str(e.value)
+
+
+# ----------------------------------------------------------------------------- a run's out_dir
+
+HOLD = """
+import sys
+sys.path.insert(0, {root!r})
+import checkpoint
+run = checkpoint.RunDir({out!r}, resume=False)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_one_run_per_out_dir(tmp_path):
+    """A second run on a locked out_dir ends in one line; the lock goes with the process that held it."""
+    out = str(tmp_path / "out")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD.format(root=root, out=out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(OSError, match="in use by another run"):
+            RunDir(out, resume=True)
+        RunDir(out, resume=True, writer=False)  # a data-parallel rank other than 0 takes no lock
+    finally:
+        holder.communicate("\n", timeout=60)
+    RunDir(out, resume=True)  # free again
+
+
+def test_fresh_run_dir_removes_the_old_checkpoint_and_keeps_the_log_to_its_size(tmp_path):
+    run = RunDir(str(tmp_path), resume=False)
+    small_checkpoint(run.ckpt)
+    run.log({"kind": "train", "step": 1, "x": float("nan")}, ["kind", "step", "x"])
+    assert json.loads(open(run.metrics).read()) == {"kind": "train", "step": 1, "x": None}  # strict JSON
+    size = run.log_bytes()
+    run.log({"kind": "train", "step": 2})  # written after the checkpoint: a resume drops it
+    run.open_log(size)
+    assert run.log_bytes() == size
+    with pytest.raises(LoadError, match="shorter than when"):
+        run.open_log(size + 1)
+    assert os.path.exists(run.ckpt)
+    RunDir(str(tmp_path), resume=False)
+    assert not os.path.exists(run.ckpt)
 
 
 # ----------------------------------------------------------------------------- the gpt2 tokenizer

@@ -1,8 +1,16 @@
 """Properties of sample.py: log-probs equal the trainer's, masks and flags, early stop, group layout, seeds,
-distribution; the static and graph decoders give the plain loop's rollout; diverged models; bf16 autocast."""
+distribution; the static and graph decoders give the plain loop's rollout; diverged models; bf16 autocast;
+Rollout.select and Rollout.join; the command line's one-line errors and plain-text special tokens."""
+
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
+import reward
+from checkpoint import load_model, save_checkpoint
 from grpo import completion_logprobs
 from model import GPT, GPTConfig, byte_tokenizer
 from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate
@@ -75,8 +83,16 @@ def top_k_log_mass(model, r, temperature, k):
 @pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 20), (1.5, 5), (0.0, None)])
 def test_logprobs_equal_the_trainers_over_returned_tokens(temperature, top_k, decode, device):
     model = Policy(eos_bias=4.0).to(device)
-    r = generate(model, random_prompts((3, 9, 6)), G=4, max_new_tokens=12, temperature=temperature, top_k=top_k,
-                 generator=seeded(0, device), decode=decode)
+    r = generate(
+        model,
+        random_prompts((3, 9, 6)),
+        G=4,
+        max_new_tokens=12,
+        temperature=temperature,
+        top_k=top_k,
+        generator=seeded(0, device),
+        decode=decode,
+    )
     assert r.logprobs.dtype == torch.float32 and r.completion_mask.dtype == torch.bool
     ref = trainer_logprobs(model, r, temperature)  # (N, T); greedy is scored at τ = 1, as documented
     if top_k is not None:  # the sampler drew from π_τ renormalised over its k most likely tokens
@@ -126,19 +142,19 @@ def test_greedy_groups_are_identical_and_equal_each_prompt_decoded_alone():
     r = generate(model, prompts, G=G, max_new_tokens=10, temperature=0)
     P = r.prompt_len
     for b, p in enumerate(prompts):
-        rows = r.tokens[b * G:(b + 1) * G]  # (G, P+T)
+        rows = r.tokens[b * G : (b + 1) * G]  # (G, P+T)
         assert (rows == rows[0]).all()
-        assert rows[0, P - len(p):P].tolist() == p
+        assert rows[0, P - len(p) : P].tolist() == p
         alone = generate(model, [p], G=1, max_new_tokens=10, temperature=0)  # unpadded
         n = alone.completion.shape[1]
         assert alone.prompt_len == len(p)
-        assert rows[0, P:P + n].tolist() == alone.completion[0].tolist()
+        assert rows[0, P : P + n].tolist() == alone.completion[0].tolist()
         # and both equal a plain greedy loop that reruns the full forward without a cache
         seq = list(p)
         with torch.no_grad():
             for _ in range(n):
                 seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
-        assert alone.completion[0].tolist() == seq[len(p):]
+        assert alone.completion[0].tolist() == seq[len(p) :]
 
 
 @pytest.mark.parametrize("decode", ["plain", "static"])
@@ -157,13 +173,17 @@ def test_same_seed_same_rollout_different_seed_different_rollout(decode):
 
 
 # (temperature, top_k, eos_bias, max_new_tokens, how the rollouts end)
-EQUIVALENCE_CASES = [(1.0, None, 4.0, 40, "stop"), (0.7, 20, 2.0, 40, "stop"), (1.5, 5, 2.0, 40, "stop"),
-                     (1.0, None, -2.0, 12, "truncate"), (0.0, None, 0.0, 20, "truncate")]
+EQUIVALENCE_CASES = [
+    (1.0, None, 4.0, 40, "stop"),
+    (0.7, 20, 2.0, 40, "stop"),
+    (1.5, 5, 2.0, 40, "stop"),
+    (1.0, None, -2.0, 12, "truncate"),
+    (0.0, None, 0.0, 20, "truncate"),
+]
 
 
 @pytest.mark.parametrize("temperature,top_k,eos_bias,max_new_tokens,ending", EQUIVALENCE_CASES)
-def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eos_bias, max_new_tokens, ending,
-                                                          device):
+def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eos_bias, max_new_tokens, ending, device):
     """Same seed, same left-padded prompts: the same tokens, masks, T and flags, log-probs to float
     rounding, and the generator left in the same state, although the static decoder checks for the
     end only every SYNC_EVERY steps and so runs past it. "graph" is compared on CUDA only."""
@@ -174,8 +194,16 @@ def test_static_and_graph_decoders_give_the_plain_rollout(temperature, top_k, eo
         rollouts, states = {}, {}
         for decode in DECODERS if device.type == "cuda" else ("plain", "static"):
             gen = seeded(seed, device)
-            rollouts[decode] = generate(model, prompts, G=4, max_new_tokens=max_new_tokens, temperature=temperature,
-                                        top_k=top_k, generator=gen, decode=decode)
+            rollouts[decode] = generate(
+                model,
+                prompts,
+                G=4,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                generator=gen,
+                decode=decode,
+            )
             states[decode] = gen.get_state()
         plain = rollouts.pop("plain")
         for decode, r in rollouts.items():
@@ -224,8 +252,16 @@ def test_non_finite_logits_give_non_finite_logprobs_not_an_exception(temperature
     skip_graph_off_cuda(decode, device)
     model = Policy().to(device)
     model.bias[7] = bad  # every position's logits hold a NaN or an inf
-    r = generate(model, random_prompts((3, 5)), G=2, max_new_tokens=6, temperature=temperature, top_k=top_k,
-                 generator=seeded(0, device), decode=decode)
+    r = generate(
+        model,
+        random_prompts((3, 5)),
+        G=2,
+        max_new_tokens=6,
+        temperature=temperature,
+        top_k=top_k,
+        generator=seeded(0, device),
+        decode=decode,
+    )
     assert not torch.isfinite(r.logprobs[r.completion_mask]).any()
     assert ((r.completion >= 0) & (r.completion < CFG.vocab_size)).all()  # token ids the trainer can index with
 
@@ -288,8 +324,15 @@ def test_bf16_autocast_sampler_and_trainer_logprobs_agree(decode, device):
     model = Policy(eos_bias=2.0).to(device)
     tau = 0.9
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        r = generate(model, random_prompts((3, 9, 6, 20)), G=8, max_new_tokens=40, temperature=tau,
-                     generator=seeded(0, device), decode=decode)
+        r = generate(
+            model,
+            random_prompts((3, 9, 6, 20)),
+            G=8,
+            max_new_tokens=40,
+            temperature=tau,
+            generator=seeded(0, device),
+            decode=decode,
+        )
         gap = (r.logprobs - trainer_logprobs(model, r, tau)).abs()[r.completion_mask]  # (tokens,)
         wrong_tau = (r.logprobs - trainer_logprobs(model, r, tau * 1.25)).abs()[r.completion_mask]
     assert gap.max() < BF16_MAX_GAP, f"largest gap {gap.max():.4f} nats, mean {gap.mean():.5f}"
@@ -309,7 +352,124 @@ def test_completions_text_stops_before_eos_and_survives_split_utf8():
     done = list("hi é".encode()) + [EOS, EOS]  # 5 byte tokens, EOS, and the fill after it
     cut = list("ok ".encode()) + [0xC3] + [33] * 3  # "ok ", half of é, "!!!": no EOS, truncated
     tokens = torch.tensor([[7] + done, [7] + cut])  # (2, 1+7): a 1-token prompt, then T = 7
-    r = Rollout(tokens=tokens, mask=torch.ones_like(tokens, dtype=torch.bool), prompt_len=1,
-                completion_mask=torch.tensor([[True] * 6 + [False], [True] * 7]),
-                truncated=torch.tensor([False, True]), logprobs=torch.zeros(2, 7))
+    r = Rollout(
+        tokens=tokens,
+        mask=torch.ones_like(tokens, dtype=torch.bool),
+        prompt_len=1,
+        completion_mask=torch.tensor([[True] * 6 + [False], [True] * 7]),
+        truncated=torch.tensor([False, True]),
+        logprobs=torch.zeros(2, 7),
+    )
     assert completions_text(r, enc) == ["hi é", "ok \ufffd!!!"]
+
+
+def test_select_keeps_the_rows_an_index_or_a_bool_mask_picks():
+    r = generate(Policy(eos_bias=4.0), random_prompts((3, 9, 6)), G=4, max_new_tokens=12, generator=seeded(8))
+    index = torch.tensor([8, 9, 10, 11, 0, 1, 2, 3])  # (n,) groups 2 and 0, in that order
+    mask = torch.zeros(12, dtype=torch.bool)  # (N,) groups 0 and 2, in row order
+    mask[index] = True
+    for rows, picked in [(index, index), (mask, mask.nonzero().squeeze(1)), (index.tolist(), index)]:
+        s = r.select(rows)
+        assert s.prompt_len == r.prompt_len
+        for name in ["tokens", "mask", "completion_mask", "truncated", "logprobs"]:
+            assert torch.equal(getattr(s, name), getattr(r, name)[picked]), name
+        assert torch.equal(s.lengths, r.lengths[picked])
+    assert not torch.equal(r.select(index).tokens, r.select(mask).tokens)  # the order of an index is kept
+
+
+def test_join_repads_rollouts_of_different_lengths_and_keeps_every_rows_logprobs(device):
+    """Rows of two generate() calls with different P and T (here also a selection of groups), joined: each row's
+    logits on its real tokens, its completion log-probs under the model (grpo.completion_logprobs) and the
+    sampler's, its masks, lengths, truncated flag and text are those it had in its own rollout."""
+    model, tau = Policy(eos_bias=2.0).to(device), 0.9
+    short = generate(
+        model, random_prompts((3, 5), seed=1), G=4, max_new_tokens=4, temperature=tau, generator=seeded(9, device)
+    )
+    long = generate(
+        model, random_prompts((12, 7), seed=2), G=4, max_new_tokens=20, temperature=tau, generator=seeded(10, device)
+    )
+    parts = [short.select(torch.arange(4, 8)), long.select(torch.arange(8) < 4), short.select(torch.arange(4))]
+    joined = Rollout.join(parts, eos_id=EOS)
+    P, T = long.prompt_len, long.completion.shape[1]
+    assert (short.prompt_len, short.completion.shape[1]) < (P, T) and short.truncated.any()  # both paddings occur
+    assert joined.prompt_len == P and joined.completion.shape == (12, T)
+    with torch.no_grad():
+        logits = model(joined.tokens, joined.mask)  # (N, P+T, V)
+    logp = completion_logprobs(logits, joined.tokens, P, tau)  # (N, T)
+    enc, n = byte_tokenizer(), 0
+    for part in parts:
+        with torch.no_grad():
+            own = model(part.tokens, part.mask)  # (n, P_i+T_i, V)
+        own_logp = completion_logprobs(own, part.tokens, part.prompt_len, tau)  # (n, T_i)
+        left, t = P - part.prompt_len, part.completion.shape[1]
+        for i in range(len(part.tokens)):
+            j, real, cm = n + i, part.mask[i], part.completion_mask[i]  # real (P_i+T_i,), cm (T_i,)
+            row = slice(left, left + part.tokens.shape[1])  # where row i's columns sit in the joined row
+            assert torch.equal(joined.tokens[j, row], part.tokens[i])
+            assert (joined.tokens[j, :left] == EOS).all() and (joined.tokens[j, row.stop :] == EOS).all()
+            assert joined.mask[j].tolist() == [False] * left + real.tolist() + [True] * (T - t)
+            assert joined.completion_mask[j].tolist() == cm.tolist() + [False] * (T - t)
+            assert joined.lengths[j] == part.lengths[i] and joined.truncated[j] == part.truncated[i]
+            assert joined.logprobs[j].tolist() == part.logprobs[i].tolist() + [0.0] * (T - t)
+            torch.testing.assert_close(logits[j, row][real], own[i][real], atol=1e-5, rtol=0)
+            torch.testing.assert_close(logp[j, :t][cm], own_logp[i][cm], atol=1e-5, rtol=0)
+            torch.testing.assert_close(logp[j, :t][cm], part.logprobs[i][cm], atol=1e-4, rtol=0)
+        n += len(part.tokens)
+    assert completions_text(joined, enc) == sum((completions_text(p, enc) for p in parts), [])
+    assert all(torch.equal(getattr(Rollout.join([long], EOS), f), getattr(long, f)) for f in ["tokens", "mask"])
+    with pytest.raises(ValueError, match="at least one"):
+        Rollout.join([], EOS)
+
+
+# ----------------------------------------------------------------------------- the command line
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def command_line(*args):
+    """python sample.py ARGS in a fresh process: (exit status, stdout, stderr), the bytes decoded as UTF-8."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "sample.py"), *args], capture_output=True, timeout=120, cwd=ROOT, env=env
+    )
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+@pytest.fixture
+def tiny_ckpt(tmp_path):
+    path = str(tmp_path / "tiny.pt")
+    torch.manual_seed(0)
+    save_checkpoint(path, GPT(CFG), byte_tokenizer())
+    return path
+
+
+ABSENT = ["cuda" if not torch.cuda.is_available() else f"cuda:{torch.cuda.device_count()}", "mps", "gpu"]
+
+
+@pytest.mark.parametrize("name", ABSENT)
+def test_command_line_device_that_is_not_here_ends_in_one_line_that_says_what_to_change(tiny_ckpt, name):
+    if name == "mps" and torch.backends.mps.is_available():
+        pytest.skip("this machine has an MPS device")
+    rc, out, err = command_line("--ckpt", tiny_ckpt, "--device", name, "--G", "1", "How many?")
+    assert rc == 1 and out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith(f"error: --device {name}") and "use --device cpu" in err, err
+
+
+def test_command_line_encodes_special_token_text_in_a_question_as_plain_text(tiny_ckpt):
+    question = "What is <|endoftext|> 2 + 3?"
+    rc, out, err = command_line(
+        "--ckpt", tiny_ckpt, "--device", "cpu", "--G", "1", "--temperature", "0", "--max_new_tokens", "8", question
+    )
+    assert rc == 0 and "Traceback" not in err, err
+    model, enc, prompt = load_model(tiny_ckpt)
+
+    def shown(ids):
+        """What the command line prints for a greedy completion of the prompt `ids`."""
+        text = completions_text(generate(model, [ids], G=1, max_new_tokens=8, temperature=0, eos_id=EOS), enc)[0]
+        return f"=== {question}\n--- sample 1: answer {reward.extract_answer(text)!r}\n{text}\n"
+
+    plain = enc.encode(prompt.format(question=question), disallowed_special=())
+    assert EOS not in plain and enc.decode(plain) == prompt.format(question=question)
+    assert out == shown(plain)
+    special = enc.encode(prompt.format(question=question), allowed_special="all")  # the other reading
+    assert EOS in special and shown(special) != out  # the output tells the two apart
