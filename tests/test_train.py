@@ -1,6 +1,8 @@
 """train.py end to end, as a user runs it: resume, the warm-start cache, learning, user errors, reliability,
 the temperature contract, plug-in points, and data-parallel ranks under torchrun."""
+
 import contextlib
+import gc
 import io
 import json
 import os
@@ -21,16 +23,36 @@ from checkpoint import save_checkpoint
 from model import GPT, GPTConfig, byte_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--n_layer", "1", "--n_embd", "32", "--block_size", "128", "--max_new_tokens", "24",
-        "--device", "cpu", "--eval_size", "4", "--batch_prompts", "2", "--G", "2"]
+TINY = [
+    "--n_layer",
+    "1",
+    "--n_embd",
+    "32",
+    "--block_size",
+    "128",
+    "--max_new_tokens",
+    "24",
+    "--device",
+    "cpu",
+    "--eval_size",
+    "4",
+    "--batch_prompts",
+    "2",
+    "--G",
+    "2",
+]
 
 
 def run(*flags, timeout=240, torchrun=0):
     """train.py in a process of its own (python, or torchrun with that many ranks), as a user runs it."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}"] \
-        if torchrun else [sys.executable]
-    return subprocess.run([*launcher, os.path.join(ROOT, "train.py"), *flags],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}"]
+        if torchrun
+        else [sys.executable]
+    )
+    return subprocess.run(
+        [*launcher, os.path.join(ROOT, "train.py"), *flags], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def here(*flags):
@@ -52,6 +74,7 @@ def here(*flags):
     finally:
         sys.argv, sys.excepthook = saved[:2]
         signal.signal(signal.SIGINT, saved[2])
+        gc.collect()  # the run's globals go, and with them its out_dir lock, as when a process ends
     return subprocess.CompletedProcess(flags, code or 0, out.getvalue(), err.getvalue())
 
 
@@ -70,8 +93,25 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
     r = run(*TINY, "--steps", "2", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out)
     assert r.returncode == 0, r.stderr
     assert [t["step"] for t in records(out, "train")] == [1, 2]
-    for key in ("reward_mean", "acc", "dead_frac", "kl", "clip_frac_low", "clip_frac_high", "len", "len_right",
-                "len_wrong", "truncated", "logp_gap", "tok_s", "dt", "loss", "pg_loss", "kl_loss", "num_tokens"):
+    for key in (
+        "reward_mean",
+        "acc",
+        "dead_frac",
+        "kl",
+        "clip_frac_low",
+        "clip_frac_high",
+        "len",
+        "len_right",
+        "len_wrong",
+        "truncated",
+        "logp_gap",
+        "tok_s",
+        "dt",
+        "loss",
+        "pg_loss",
+        "kl_loss",
+        "num_tokens",
+    ):
         assert key in records(out, "train")[0], key
     assert {"greedy_acc", "greedy_acc_se", "pass@1", "pass@2", "maj@1", "maj@2"} <= set(records(out, "eval")[-1])
     assert os.path.isfile(os.path.join(out, "ckpt.pt")) and os.path.isfile(os.path.join(out, "warmstart.pt"))
@@ -80,12 +120,13 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
     assert [t["step"] for t in records(out, "train")] == [1, 2, 3]  # continued, did not restart
     assert "warm start" not in r.stdout
     r = run(*TINY, "--init_from", "resume", "--steps", "0", "--out_dir", out)  # would rewrite the step budget
-    assert one_line_error(r, "--steps >= 3"), r.stderr
+    assert one_line_error(r, "--steps must be at least the checkpoint's step, 3"), r.stderr
     # a fresh run in the same out_dir, stopped before its first checkpoint (here: a bad flag value after set-up
     # would not do; --steps 0 with a failing eval is hard to provoke, so the run simply ends before training):
     # the old run's checkpoint must be gone, never resumable into the new run's log
-    r = run(*TINY, "--steps", "5", "--sft_steps", "3", "--eval_every", "5", "--out_dir", out, "--max_new_tokens",
-            "200")  # fails in set-up (too long for the block), after the out_dir is claimed
+    r = run(
+        *TINY, "--steps", "5", "--sft_steps", "3", "--eval_every", "5", "--out_dir", out, "--max_new_tokens", "200"
+    )  # fails in set-up (too long for the block), after the out_dir is claimed
     assert one_line_error(r, "block_size"), r.stderr
     r = run(*TINY, "--init_from", "resume", "--steps", "6", "--out_dir", out)
     assert one_line_error(r, "ckpt.pt"), r.stderr
@@ -115,6 +156,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
 
     def strip(rows):
         return [{k: v for k, v in row.items() if k not in ("dt", "tok_s")} for row in rows]
+
     for kind in ("train", "eval"):
         assert strip(records(a, kind)) == strip(records(b, kind))
     wa, wb = (torch.load(os.path.join(d, "ckpt.pt"), weights_only=True)["model"] for d in (a, b))
@@ -143,8 +185,20 @@ def trivial_task(tmp_path):
         opt.step()
     init = tmp_path / "init.pt"
     save_checkpoint(init, model, enc)
-    return ["--data", str(data), "--init_from", str(init), "--max_new_tokens", "8", "--device", "cpu", "--G", "8",
-            "--seed", "0"]
+    return [
+        "--data",
+        str(data),
+        "--init_from",
+        str(init),
+        "--max_new_tokens",
+        "8",
+        "--device",
+        "cpu",
+        "--G",
+        "8",
+        "--seed",
+        "0",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +212,7 @@ def test_grpo_raises_reward_on_a_trivial_task(tmp_path, task):
     r = here(*task, "--batch_prompts", "8", "--steps", "30", "--eval_every", "30", "--lr", "3e-3", "--out_dir", out)
     assert r.returncode == 0, r.stderr
     rewards = [t["reward_mean"] for t in records(out, "train")]
-    assert rewards[0] < 0.5, rewards             # it starts near the teacher's 0.25 + 0.75 / 10
+    assert rewards[0] < 0.5, rewards  # it starts near the teacher's 0.25 + 0.75 / 10
     assert sum(rewards[-5:]) / 5 > 0.8, rewards  # and learns to give the right digit
 
 
@@ -167,20 +221,50 @@ def test_user_errors_are_one_line_messages(tmp_path):
         path = tmp_path / name
         path.write_bytes(data if isinstance(data, bytes) else data.encode())
         return str(path)
+
     bad = write("bad.jsonl", '{"question": "q", "answer": "#### 1"}\n{"question": "q"\n')
     no_marker = write("nomark.jsonl", '{"question": "q", "answer": "42"}\n')
     same = write("same.jsonl", '{"question": "q", "answer": "#### 1"}\n' * 5)  # one distinct question
     latin1 = write("latin1.jsonl", '{"question": "caf\xe9", "answer": "#### 1"}\n'.encode("latin-1"))
     a_file = write("a_file", "not a folder")
-    cases = [(["--G", "1"], "--G >= 2"), (["--beta", "-0.1"], "--beta"), (["--beta", "nan"], "--beta"),
-             (["--G", "two"], "--G"), (["--lr", "inf"], "--lr"), (["--n_embd", "30"], "--n_head"),
-             (["--adv", "nope"], "--adv"), (["--format_bonus", "0.5"], "--format_bonus"),
-             (["--data", str(tmp_path / "missing.jsonl")], "missing.jsonl"), (["--data", bad], "line 2"),
-             (["--data", no_marker], "line 1"), (["--data", same], "1 distinct"), (["--data", latin1], "line 1"),
-             (["--init_from", write("a.pt", "a")], "a.pt"), (["--init_from", write("notes.pt", "some notes")], "notes"),
-             (["--init_from", write("empty.pt", b"")], "empty"), (["--init_from", str(tmp_path / "no.pt")], "no.pt"),
-             (["--block_size", "40"], "block_size"), (["--out_dir", a_file + "/out"], "a_file"),
-             (["--init_from", "resume", "--out_dir", str(tmp_path / "nothing")], "ckpt.pt")]
+    cases = [
+        (["--G", "1"], "--G: 1 is not in [2, 1024]"),
+        (["--beta", "-0.1"], "--beta"),
+        (["--beta", "nan"], "--beta"),
+        (["--G", "two"], "--G"),
+        (["--lr", "inf"], "--lr"),
+        (["--n_embd", "30"], "--n_head"),
+        (["--adv", "nope"], "--adv"),
+        (["--format_bonus", "0.5"], "--format_bonus"),
+        (["--data", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+        (["--data", bad], "line 2"),
+        (["--data", no_marker], "line 1"),
+        (["--data", same], "1 distinct"),
+        (["--data", latin1], "line 1"),
+        (["--init_from", write("a.pt", "a")], "a.pt"),
+        (["--init_from", write("notes.pt", "some notes")], "notes"),
+        (["--init_from", write("empty.pt", b"")], "empty"),
+        (["--init_from", str(tmp_path / "no.pt")], "no.pt"),
+        (["--block_size", "40"], "block_size"),
+        (["--out_dir", a_file + "/out"], "a_file"),
+        (["--init_from", "resume", "--out_dir", str(tmp_path / "nothing")], "ckpt.pt"),
+        (["--lr", "1e308"], "--lr: 1e308 is not in (0, 1]"),
+        (["--clip_eps", "nan"], "--clip_eps: nan"),
+        (["--clip_eps_high", "0"], "--clip_eps_high: 0 is not in (0"),
+        (["--sft_lr", "0"], "--sft_lr: 0 is"),
+        (["--seed", str(2**64)], "--seed"),
+        (["--batch_prompts", "0"], "--batch_prompts: 0"),
+        (["--G", "100000"], "--G: 100000"),
+        (["--max_new_tokens", "1e9"], "invalid int value: '1e9'"),
+        (["--difficulty", "1000000000"], "--difficulty"),
+        (["--data", ""], "--data is empty"),
+        (["--n_layer", "-1"], "--n_layer: -1"),
+    ]
+    if not torch.cuda.is_available():
+        cases += [
+            (["--decode", "graph"], "--decode graph needs a CUDA device"),
+            (["--device", "cuda"], "--device cuda"),
+        ]
     for i, (flags, words) in enumerate(cases):
         runner = run if i in (0, 8) else here  # a process of its own for one bad flag and one bad file
         r = runner(*TINY, "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"), *flags)
@@ -199,9 +283,23 @@ def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
     assert one_line_error(r, "ckpt.pt"), r.stderr
 
 
-def test_a_diverging_learning_rate_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tmp_path, task):
+def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tmp_path, task, monkeypatch):
+    """The third update blows the weights up to 1e30 times their size (as a far too large --lr does): the next
+    rollout's logits overflow, its log-probs are not finite, and the run stops in one line."""
+    updates, adamw_step = [], torch.optim.AdamW.step
+
+    def diverging_step(self, *a, **kw):
+        out = adamw_step(self, *a, **kw)
+        updates.append(1)
+        if len(updates) == 3:
+            with torch.no_grad():
+                for p in self.param_groups[0]["params"]:
+                    p.mul_(1e30)
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", diverging_step)
     out = str(tmp_path / "out")
-    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--lr", "1e6", "--out_dir", out)
+    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--out_dir", out)
     assert r.returncode != 0 and "Traceback" not in r.stderr and "lower --lr" in r.stderr, r.stderr
     state = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["model"]
     assert all(torch.isfinite(t).all() for t in state.values())
@@ -215,8 +313,23 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task):
     logs = []
     for mb in ("0", "3"):
         out = str(tmp_path / f"mb{mb}")
-        r = here(*task, "--steps", "1", "--mu", "2", "--agg", "dapo", "--micro_batch", mb, "--lr", "3e-3",
-                "--batch_prompts", "4", "--out_dir", out)
+        r = here(
+            *task,
+            "--steps",
+            "1",
+            "--mu",
+            "2",
+            "--agg",
+            "dapo",
+            "--micro_batch",
+            mb,
+            "--lr",
+            "3e-3",
+            "--batch_prompts",
+            "4",
+            "--out_dir",
+            out,
+        )
         assert r.returncode == 0, r.stderr
         logs.append(records(out, "train")[0])
     one, acc = logs
@@ -227,9 +340,25 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task):
 
 def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
     out = str(tmp_path / "out")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "train.py"), *TINY, "--steps", "1000",
-                             "--sft_steps", "3", "--eval_every", "1000", "--out_dir", out],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "train.py"),
+            *TINY,
+            "--steps",
+            "1000",
+            "--sft_steps",
+            "3",
+            "--eval_every",
+            "1000",
+            "--out_dir",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     for line in proc.stdout:
         if line.startswith("step 2 "):
             proc.send_signal(signal.SIGINT)
@@ -243,6 +372,101 @@ def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
     r = run(*TINY, "--steps", str(saved + 1), "--out_dir", out, "--init_from", "resume")
     assert r.returncode == 0, r.stderr
     assert [t["step"] for t in records(out, "train")] == list(range(1, saved + 2))
+
+
+def test_ctrl_c_in_a_step_that_evaluates_keeps_its_evaluation(tmp_path, monkeypatch):
+    """Ctrl-C during step 2 of an --eval_every 2 run: the step finishes with its evaluation, then saves, so the
+    resumed run's log is the uninterrupted run's."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    flags = [*TINY, "--sft_steps", "3", "--eval_every", "2", "--steps", "4"]
+    assert here(*flags, "--out_dir", a).returncode == 0
+    calls, verifier = [], reward.REWARDS["verifier"]
+
+    def interrupted(*args, **kwargs):  # the reward of step 2 is being computed when Ctrl-C comes
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return verifier(*args, **kwargs)
+
+    monkeypatch.setitem(reward.REWARDS, "verifier", interrupted)
+    r = here(*flags, "--out_dir", b)
+    assert r.returncode != 0 and "stopped at step 2" in r.stderr, r.stderr
+    monkeypatch.undo()
+    assert here(*TINY, "--steps", "4", "--out_dir", b, "--init_from", "resume").returncode == 0
+
+    def strip(rows):
+        return [{k: v for k, v in row.items() if k not in ("dt", "tok_s")} for row in rows]
+
+    for kind in ("train", "eval"):
+        assert strip(records(a, kind)) == strip(records(b, kind)), kind
+
+
+def test_ctrl_c_during_the_warm_start_says_what_happened(tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "train.py"),
+            *TINY,
+            "--sft_steps",
+            "100000",
+            "--out_dir",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    for line in proc.stdout:
+        if line.startswith("warm start 100/"):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and err.strip() == "error: interrupted: what was not in a checkpoint yet is lost", err
+
+
+def test_one_run_per_out_dir_and_its_lock_dies_with_it(tmp_path):
+    out = str(tmp_path / "out")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "train.py"),
+            *TINY,
+            "--steps",
+            "1000",
+            "--sft_steps",
+            "3",
+            "--eval_every",
+            "1",
+            "--out_dir",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    for line in proc.stdout:
+        if line.startswith("kind eval step 1 "):  # step 1 is saved
+            break
+    for flags in (["--steps", "2"], ["--init_from", "resume", "--steps", "2000"]):  # a second run, or a resume
+        r = run(*TINY, "--sft_steps", "3", "--out_dir", out, *flags)
+        assert one_line_error(r, "is in use by another run"), r.stderr
+    proc.kill()  # kill -9: the lock goes with the process
+    proc.communicate(timeout=60)
+    r = run(*TINY, "--out_dir", out, "--init_from", "resume", "--steps", str(records(out, "train")[-1]["step"]))
+    assert r.returncode == 0, r.stderr
+
+
+def test_special_tokens_in_the_data_are_text(tmp_path):
+    data = tmp_path / "special.jsonl"
+    with open(data, "w") as f:
+        for i in range(12):
+            f.write(
+                json.dumps({"question": f"Is <|endoftext|> {i} a word?", "answer": f"<|endoftext|>\n#### {i}"}) + "\n"
+            )
+    r = here(*TINY, "--data", str(data), "--sft_steps", "2", "--steps", "1", "--out_dir", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
 
 
 def test_resume_keeps_the_run_settings_and_a_moved_data_file(tmp_path, task):
@@ -277,6 +501,7 @@ def test_every_stat_of_grpo_loss_reaches_the_log(tmp_path, task, monkeypatch):
     def with_entropy(*a, **kw):
         loss, stats = plain(*a, **kw)
         return loss, {**stats, "my_stat": torch.tensor(1.5)}
+
     monkeypatch.setattr(grpo, "grpo_loss", with_entropy)
     out = str(tmp_path / "out")
     assert here(*task, "--batch_prompts", "2", "--steps", "1", "--micro_batch", "4", "--out_dir", out).returncode == 0
@@ -286,8 +511,11 @@ def test_every_stat_of_grpo_loss_reaches_the_log(tmp_path, task, monkeypatch):
 def test_a_name_added_to_a_library_tuple_is_a_flag_choice(tmp_path, task, monkeypatch):
     plain = advantage.group_advantages
     monkeypatch.setattr(advantage, "METHODS", advantage.METHODS + ("halved",))
-    monkeypatch.setattr(advantage, "group_advantages",
-                        lambda r, G, method="std", **kw: plain(r, G, "std" if method == "halved" else method) / 2)
+    monkeypatch.setattr(
+        advantage,
+        "group_advantages",
+        lambda r, G, method="std", **kw: plain(r, G, "std" if method == "halved" else method) / 2,
+    )
     out = str(tmp_path / "out")
     assert here(*task, "--batch_prompts", "2", "--steps", "1", "--adv", "halved", "--out_dir", out).returncode == 0
     assert records(out, "train")[0]["step"] == 1
@@ -295,7 +523,7 @@ def test_a_name_added_to_a_library_tuple_is_a_flag_choice(tmp_path, task, monkey
 
 def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, monkeypatch):
     """A fork that changes the reward (here: 0.5 for everything) changes reward_mean, never acc or greedy_acc."""
-    monkeypatch.setattr(reward, "rewards", lambda texts, golds, **kw: torch.full((len(texts),), 0.5))
+    monkeypatch.setitem(reward.REWARDS, "verifier", lambda texts, golds, **kw: torch.full((len(texts),), 0.5))
     out = str(tmp_path / "out")
     assert here(*task, "--batch_prompts", "4", "--steps", "1", "--eval_every", "1", "--out_dir", out).returncode == 0
     rec = records(out, "train")[0]
@@ -306,16 +534,34 @@ def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, m
 def test_sample_py_talks_to_a_checkpoint(tmp_path, task):
     out = str(tmp_path / "out")
     assert run(*task, "--batch_prompts", "2", "--steps", "1", "--out_dir", out).returncode == 0
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "sample.py"), "--ckpt", os.path.join(out, "ckpt.pt"),
-                        "--G", "3", "--max_new_tokens", "8", "What is two plus one?"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "sample.py"),
+            "--ckpt",
+            os.path.join(out, "ckpt.pt"),
+            "--G",
+            "3",
+            "--max_new_tokens",
+            "8",
+            "What is two plus one?",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("--- sample") == 3 and "What is two plus one?" in r.stdout and "answer '" in r.stdout
 
 
 def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
+    """Rank 1 waits for rank 0's last evaluation and save before it leaves: every clean run keeps its checkpoint."""
     out = str(tmp_path / "out")
     flags = [*TINY, "--batch_prompts", "4", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out]
+    for _ in range(3):  # rank 0's last evaluation takes longer than rank 1's way out
+        r = run(*flags, "--steps", "2", "--eval_size", "32", torchrun=2)
+        assert r.returncode == 0 and os.path.isfile(os.path.join(out, "ckpt.pt")), r.stderr[-2000:]
     r = run(*flags, "--steps", "2", torchrun=2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2] and len(records(out, "eval")) == 2
@@ -328,6 +574,7 @@ def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
 
 def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, task):
     from test_checkpoint import V, hf_tensors, reference, write_config, write_safetensors, write_vocab
+
     folder = tmp_path / "gpt2"
     folder.mkdir()
     cfg = GPTConfig(block_size=96, vocab_size=V, n_layer=1, n_head=2, n_embd=128)
@@ -336,12 +583,32 @@ def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, ta
     write_safetensors(folder / "model.safetensors", hf_tensors(reference(cfg=cfg)))
     out = str(tmp_path / "out")
     data = task[task.index("--data") + 1]
-    r = here("--init_from", str(folder), "--data", data, "--sft_steps", "2", "--steps", "1", "--G", "2",
-            "--batch_prompts", "1", "--max_new_tokens", "8", "--eval_size", "1", "--device", "cpu", "--out_dir", out)
+    r = here(
+        "--init_from",
+        str(folder),
+        "--data",
+        data,
+        "--sft_steps",
+        "2",
+        "--steps",
+        "1",
+        "--G",
+        "2",
+        "--batch_prompts",
+        "1",
+        "--max_new_tokens",
+        "8",
+        "--eval_size",
+        "1",
+        "--device",
+        "cpu",
+        "--out_dir",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     assert torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["tokenizer"] == "gpt2"
     r = here("--init_from", "resume", "--steps", "2", "--out_dir", out)  # no vocab.json in out_dir: it travels
-    assert r.returncode == 0, r.stderr                                   # inside the checkpoint
+    assert r.returncode == 0, r.stderr  # inside the checkpoint
     with open(folder / "model.safetensors", "r+b") as f:
         f.truncate(os.path.getsize(folder / "model.safetensors") // 2)  # a download cut short
     r = here("--init_from", str(folder), "--data", data, "--out_dir", out)
