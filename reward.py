@@ -1,75 +1,92 @@
 """
 reward.py: the task's problems, and the verifier that pays for their answers. Problems come from make_problem()
-(built-in arithmetic word problems with a teacher's solutions) or read_gsm8k() (GSM8K-format JSONL). The verifier
-reads the final answer of a completion o, compares it exactly with the gold answer, and pays the reward r that
-GRPO's advantages are computed from:
+(built-in arithmetic word problems with a teacher's solutions) or read_gsm8k() (GSM8K-format JSONL); Task splits
+them for a run. The verifier reads the final answer of a completion o, compares it exactly with the gold answer, and
+pays the reward r that GRPO's advantages are computed from (REWARDS: the rewards a run chooses from, by name):
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
-extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-13 to the answer and the gold alike.
- 1. Cut at the first end-of-turn token: <|im_end|>, <|eot_id|>, </s>, <|end|>, <end_of_turn>, <|endoftext|>, ...
+extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to the answer and the gold alike.
+ 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...).
  2. Thinking is not answering: text up to the last </think> goes if text follows; so does an unclosed <think>
     (up to an <answer> tag after it, else to the end).
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
- 4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading
-    (`#### Step 1`, `#### 1. Compute`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**").
- 5. A Q:/Question: line after the first statement is a run-on into a new problem: it is cut with all that follows.
- 6. The answer is the LAST statement by position, whatever its kind. None: no answer (last_number=True: last number).
+ 4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading (`#### Step
+    1`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**") or language ("答：", "答案是",
+    "Antwort:", "Respuesta:", "Réponse :", "Ответ:"); a concluding sentence: the last one, after every mark, when it
+    opens with a conclusion (so, thus, therefore, hence, in total, altogether, ...) or states "the <quantity> is N"
+    and holds one number after that (an equation's last side: "In total, she has 5 + 7 = 12 apples.").
+ 5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, for example,
+    a similar problem, says, according to); a Q:/Question: line after the first statement, cut with all after it.
+ 6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
+    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
+    (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag or phrase holding one number and no operator or comparison is that number.
+    line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number.
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, "is the answer \\boxed{42}"; "42,
     not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+    A clause reaches back to a break outside inline math, or 100 characters to a whole word.
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
-10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, ^\\circ; unicode minuses are -.
+10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, and degrees with their unit
+    (90^\\circ, -4^\\circ\\text{C}, 12^{\\circ}\\mathrm{F}, 12°F); unicode minuses are -.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
     An equation gives its last side: x = 5 is 5, x = 5 + 5 + 1 = 11 is 11.
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
-13. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
-    percents, no eval. 1e3, \\sqrt{2}, \\pi, forty-two do not parse. No answer never counts as the value 0.
-So a final statement that is refused or holds no number (\\pi, a box cut off) pays 0 and never falls back to an
-earlier mark; a self-correction (`#### 42 ... wait ... #### 41`) pays its last answer; a hedge (`41 or 42`) pays 0.
-Not read: prose with no answer mark ("So she makes $18."), number words, sets, intervals and expressions.
-Format bonus b in [0, 0.1], 0 by default (R1's format reward, kept small): paid when the final statement is a
-tag, box or #### whose value parses, on the completion's last non-blank line; a prose phrase earns none.
+13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2), powers of ten (1.35 \\times 10^4)
+    and number words up to the thousands (forty-eight, two thousand and five, twelve hundred).
+14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
+    percents, no eval. 1e3, \\sqrt{2}, \\pi do not parse. No answer never counts as the value 0.
+So a final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
+marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. The format bonus b in
+[0, MAX_FORMAT_BONUS] (0 by default; R1's format reward) is paid when the final statement is a tag, box or ####
+whose value parses, on the last non-blank line, right or wrong.
 
 Where this departs from DeepSeekMath:
-  - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision).
-    We use a rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact, cheap, nothing to exploit.
+  - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision). We use a
+    rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact and cheap, with no learned model to fool, yet not
+    beyond exploiting: the format bonus pays a well-formed wrong answer by design (b is at most a tenth of a right
+    answer's 1), and a completion written against these rules can be misread.
   - Outcome reward only: one number per completion, no per-step (process) reward.
   - Its RL questions were GSM8K's and MATH's; the built-in task is a toy that a small model learns in minutes.
-Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex
-has a nested quantifier, and every value, box and window read is capped in length.
+Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex has a
+nested quantifier, and every value, box, sentence and window read is capped in length.
 """
+
 import functools
-import itertools
 import json
+import random
 import re
+import zlib
 from collections import namedtuple
 from fractions import Fraction
 
 import torch
 
-MAX_MARKS = 64           # answer marks tried from the end (or the start) before giving up: no answer
-MAX_ANSWER_CHARS = 200   # a longer answer, or a box that does not close within it, is not a number
-RETRACT_CHARS = 4000     # how far after the final answer a retraction ("wait", "wrong") is looked for
-MAX_DIGITS = 100         # longest number parsed, in characters: far below int()'s 4,300 digits
+MAX_MARKS = 64  # answer marks tried from the end (or the start) before giving up: no answer
+MAX_ANSWER_CHARS = 200  # a longer answer, or a box that does not close within it, is not a number
+RETRACT_CHARS = 4000  # how far after the final answer a retraction ("wait", "wrong") is looked for
+MAX_DIGITS = 100  # longest number parsed, in characters: far below int()'s 4,300 digits
 MAX_UNIT_WORDS = 4
 MAX_FORMAT_BONUS = 0.1
-END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
-              "<|eom_id|>", "<|im_start|>", "<eos>", "<\uff5cend\u2581of\u2581sentence\uff5c>")
+END_TOKENS = """<|endoftext|> <|im_end|> <|eot_id|> </s> <|end|> <end_of_turn> <|end_of_text|> <|eom_id|> <|im_start|>
+    <eos> <\uff5cend\u2581of\u2581sentence\uff5c>""".split()
 # UNIT_WORDS may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
-UNIT_WORDS = frozenset("""dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour
+UNIT_WORDS = """dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour
     hours hr hrs day days week weeks month months year years mile miles km kilometer kilometers kilometres meter meters
     metre metres m cm mm foot feet ft inch inches yard yards pound pounds lb lbs ounce ounces oz kg kilogram kilograms
-    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per""".split())
-NOT_UNITS = frozenset("""the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if
+    gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per""".split()
+NOT_UNITS = """the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if
     than more less fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately
-    roughly about around nearly""".split())
-MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9,
-               "trillion": 10**12}  # as the first word after a number: 1.5 million is 1500000
+    roughly about around nearly""".split()
+MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_NUMBER_NAMES = """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety""".split()
+NUMBER_WORDS = dict(zip(_NUMBER_NAMES, [*range(20), *range(20, 100, 10)]))  # rule 13, with hundred and thousand
+NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
+ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
-# ----------------------------------------------------------------------------- the task: problems and gold answers
+# ----------------------------------------------------------------------------- the public API
 
 
 class DataError(ValueError):
@@ -77,16 +94,69 @@ class DataError(ValueError):
 
 
 Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teacher's worked solution, the gold answer
-NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
-ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
-_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
+
+
+def reward(completion, gold, *, format_bonus=0.0, last_number=False):
+    """1.0 if the final answer equals the gold, else 0.0, plus `format_bonus` for a parsed tag, box or #### last line."""
+    if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
+        raise ValueError(f"format_bonus must be in [0, {MAX_FORMAT_BONUS}], got {format_bonus}")
+    answer, kind, on_last_line = _final_answer(completion, last_number)
+    well_formed = on_last_line and kind in ("tag", "box", "hashes") and parse_number(answer) is not None
+    return float(is_correct(answer, gold)) + (format_bonus if well_formed else 0.0)
+
+
+def rewards(completions, golds, *, format_bonus=0.0, last_number=False):
+    """reward() of every completion, as a float32 tensor (N,); golds one per completion, or one per prompt."""
+    golds = expand_golds(golds, len(completions))
+    options = dict(format_bonus=format_bonus, last_number=last_number)
+    return torch.tensor([reward(o, g, **options) for o, g in zip(completions, golds)], dtype=torch.float32)  # (N,)
+
+
+# The rewards train.py's --reward chooses from, like advantage.METHODS: fn(completions: list[str], golds: list[str] one
+# per completion, *, format_bonus=0.0) -> float32 (N,). A fork adds its own (tests/test_reward.py has partial credit).
+REWARDS = {"verifier": rewards}
+
+
+def expand_golds(golds, N):
+    """The gold of each of N completions in contiguous groups of G = N / len(golds): row b*G + g gets golds[b] (one
+    gold per prompt); golds already one per completion (G = 1) stay. ValueError if len(golds) does not divide N."""
+    if len(golds) == 0 or N % len(golds):
+        raise ValueError(f"need one gold per completion or per group, got {N} completions and {len(golds)} golds")
+    G = N // len(golds)
+    return [golds[i // G] for i in range(N)]
+
+
+def correct(completions, golds, *, last_number=False):
+    """The verifier's verdict, a torch.bool tensor (N,): the final answer equals the gold. Count accuracy with
+    this, never with the reward's value (a format bonus or partial credit is not accuracy). Golds as rewards()."""
+    golds = expand_golds(golds, len(completions))
+    verdicts = [is_correct(extract_answer(o, last_number=last_number), g) for o, g in zip(completions, golds)]
+    return torch.tensor(verdicts, dtype=torch.bool)  # (N,)
+
+
+def extract_answer(text, *, last_number=False):
+    """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
+    return _final_answer(text, last_number)[0]
+
+
+def is_correct(pred, gold):
+    """True if the predicted answer and the gold answer parse to the same number."""
+    p = parse_number(pred)
+    return p is not None and p == parse_number(gold)
+
+
+def parse_number(s):
+    """The exact value of one answer string as a Fraction, or None if it is not one number (an int passes through)."""
+    if isinstance(s, (int, Fraction)):
+        return Fraction(s)
+    return _parse(s) if isinstance(s, str) and len(s) <= MAX_ANSWER_CHARS else None
 
 
 def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
-    """The built-in task: a word problem of 1..difficulty operations on numbers 1-9 and a teacher's worked
-    solution in GSM8K's format. With probability `slip` the teacher's final line repeats the number before the
-    last operation (a wrong answer that RL with a verifier can unlearn); with probability `verbose` it checks a
-    step on an extra line (so that solution lengths vary)."""
+    """The built-in task: a word problem of 1..difficulty operations on numbers 1-9 and a teacher's worked solution
+    in GSM8K's format. With probability `slip` its final line repeats the number before the last operation (a wrong
+    answer that RL with a verifier can unlearn); with probability `verbose` a step is checked on an extra line (so that
+    solution lengths vary)."""
     name, item, x = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 9)
     text, lines = f"{name} has {x} {item}", []
     for _ in range(rng.randint(1, difficulty)):
@@ -124,66 +194,146 @@ def read_gsm8k(path):
             raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
         problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
     if len(problems) < 2:
-        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out for "
-                        f"evaluation)")
+        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out)")
     return list(problems.values())
+
+
+class Task:
+    """The problems of one run: `test`, the held-out problems evaluate() scores, and sample(rng), a training problem
+    that is never one of them; `problems`, every problem known before training (to check sizes up front); `key`
+    changes whenever the problems would (a checkpoint of another task is refused).
+
+    data: a GSM8K-format JSONL file (read_gsm8k): its last 10% (at most eval_size) are held out, the rest are drawn
+    at random. None: the built-in task: 1000 problems (or eval_size if more) drawn with Random(seed + 1) are held
+    out, the first eval_size of them scored; training draws fresh ones with the teacher's slips and checks."""
+
+    def __init__(self, data=None, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
+        self.data, self.difficulty, self.slip, self.verbose = data, difficulty, slip, verbose
+        if data is not None:
+            self.train = read_gsm8k(data)
+            n_test = min(eval_size, max(1, len(self.train) // 10))
+            self.problems = self.train
+            self.test, self.train = self.train[-n_test:], self.train[:-n_test]
+            content = zlib.crc32(json.dumps(self.train + self.test).encode())  # by content: the file may move
+            self.key = f"data-{content}-eval{n_test}"
+        else:
+            rng = random.Random(seed + 1)
+            pool = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
+            self.problems, self.test, self.held_out = pool, pool[:eval_size], {pb.question for pb in pool}
+            self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
+
+    def sample(self, rng):
+        """One training problem, drawn with `rng` (a random.Random)."""
+        if self.data is not None:
+            return rng.choice(self.train)
+        while (pb := make_problem(rng, self.difficulty, self.slip, self.verbose)).question in self.held_out:
+            pass
+        return pb
+
 
 # ----------------------------------------------------------------------------- extraction
 
+# kind: tag, box, hashes, title, phrase, negated or sentence; start: where its mark (or a sentence's opener) begins;
+# mark_end: where its text begins; close: where a box's or tag's content ends (None: a box cut off), else mark_end
+_Statement = namedtuple("_Statement", "kind start mark_end close")
+_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
 _END_STARTS = tuple({token[:2] for token in END_TOKENS})
-_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER")  # each found with str.find
+_FOREIGN = ("答", "Antwort", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # rule 4
+_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER", *_FOREIGN)  # each found with str.find
 _DELIMITED = (("```", "```", "\n"), ("<!--", "-->", " "))  # rule 3: code blocks, HTML comments (open, close, blank)
-_HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")),                        # ~~struck out~~
-           ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))   # LaTeX comments, not 50% or 50 %
+_HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")), ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))  # not 50%
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
-_PHRASE = re.compile(r"(?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[ \t]*(?::|=|"
-                     r"(?:is|was|(?:would|will|should)\sbe)\b|(?P<negated>(?:is|was)n['\u2019]t\b))", re.I)
-_TITLE = re.compile(r"[#* \t]*(?:final\s)?", re.I)  # a line holding only "Final Answer", "**Answer:**", "## Answer"
+_PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
+    (?: : | = | (?:is|was|(?:would|will|should)\sbe)\b | (?P<negated>(?:is|was)n['\u2019]t\b) )""")
+_FOREIGN_LINK = re.compile(r"(?:案|え)?[ \t]*(?:[:：]|是|为|為|は|ist\b|lautet\b|es\b|est\b)")  # 答案是, Antwort ist
+_TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
-_LEAD = re.compile(r"[ \t:*}]*(?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also|"
-                   r"actually|equal to)\b|)[ \t,]*", re.I)
-_NOT_VALUE = re.compile(r"(?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified|"
-                        r"confirmed|as follows|below|above|shown|given|the same|that)\b", re.I)  # a verdict
+_LEAD = re.compile(r"""(?ix) [\ \t:*}]* (?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also
+    |actually|equal\ to)\b|) [\ \t,]*""")
+_NOT_VALUE = re.compile(r"""(?ix) (?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified
+    |confirmed|as\ follows|below|above|shown|given|the\ same|that)\b""")  # a verdict
 _OPENERS = re.compile(r"(?:\s|\$|\\\[|\\\(|\*)*")
-_VALUE_END = re.compile(r"\.(?!\S)|[!?;<\n\u2600-\u27bf\U0001f300-\U0001faff]|,(?=[ \t]+[^\d\s-])|[ \t][(\u2014]|\*\*")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
-_CLAUSE_START = re.compile(r"[.!?;](?=\s)|[!?\n]|,\s")
-_DOUBT = re.compile(r"\b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether|"
-                    r"suppose|guess|approximately|roughly|thought|at first|first (?:try|attempt|guess)|initially|"
-                    r"originally)\b|n['\u2019]t\b|\?", re.I)
-_QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b", re.I)  # "is it \boxed{4}"
+_VALUE_END = re.compile(r"""(?x) \.(?!\S) | [!?;<\n。，；\u2600-\u27bf\U0001f300-\U0001faff] | ,(?=[\ \t]+[^\d\s-])
+    | [\ \t][(\u2014] | \*\*""")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[\n。]")
+_LAST_BREAK = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。，；]|,\s)")  # .* backtracks from the end to the last one
+_LAST_STOP = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。；])")  # the last break between sentences (or a ;)
+_CONCLUDES = r"so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)|th(?:is|at)\smeans"
+_OPENER = re.compile(rf"""(?ix) (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014])) (?:(?:{_CONCLUDES})\b|所以|因此) [\s,:，]*
+    | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s""")  # rule 4
+_SETTLES = re.compile(rf"(?i)\b(?:{_CONCLUDES})\b|所以|因此")  # rule 6
+_ASIDE = re.compile(r"""(?x) \b(?:if|suppose|supposing|imagine|assum(?:e|ing)|hypothetical\w*|for\s(?:example|instance)
+    |e\.g|example|similar|says|said|claims?|claimed|thinks|believes|insists|argues|according\sto|told)\b""")  # rule 5
+_DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
+    |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally)\b
+    | n['\u2019]t\b | \?""")  # rule 8, on lowercased text like _ASIDE
+_QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
-_RETRACT = re.compile(r"\b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not sure|unsure|"
-                      r"uncertain|not confident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|"
-                      r"scratch that|kidding|joke|typo|i meant|guess\w*|give up|no idea|alternatively|second thought|"
-                      r"messed up|miscalculat\w*|overlooked|made an? error|start over|redo|"
-                      r"correct (?:value|result|number|total) is|(?:can['\u2019]?t|cannot|couldn['\u2019]t) "
-                      r"(?:solve|determine|tell)|(?:do|did)n['\u2019]t know)\b|\bedit:|[\u2717\u274c]"
-                      r"|(?:\bnot|n['\u2019]t)(?: be)?(?: quite)?(?: the)? (?:right|correct)\b"
-                      r"|\bnot really|(?:^|[.!?;\u2014]\s)\s*(?:or|no)\b", re.I | re.M)
+_RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not\ssure|unsure
+    |uncertain|not\sconfident|recalculat\w*|recomput\w*|reconsider\w*|re-?evaluat\w*|correction|scratch\sthat|kidding
+    |joke|typo|i\smeant|guess\w*|give\sup|no\sidea|alternatively|second\sthought|messed\sup|miscalculat\w*|overlooked
+    |made\san?\serror|start\sover|redo|correct\s(?:value|result|number|total)\sis|(?:do|did)n['\u2019]t\sknow
+    |(?:can['\u2019]?t|cannot|couldn['\u2019]t)\s(?:solve|determine|tell))\b | \bedit: | [\u2717\u274c] | \bnot\sreally
+    | (?:\bnot|n['\u2019]t)(?:\sbe)?(?:\squite)?(?:\sthe)?\s(?:right|correct)\b | (?:^|[.!?;\u2014]\s)\s*(?:or|no)\b""")
 _MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
 _OPERATOR_WORDS = r"times|plus|minus|divided|squared|cubed|(?:dozen|hundred|thousand|million|billion|trillion)s?"
-_GLUED_BEFORE = re.compile(r"(?:[0-9{|}]|(?<!\\)[(\[]|(?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]"
-                           r"|(?<!\*)\*|" + _MATH_OPS + r"|\\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[ \t]*)\Z")
-_BAD_AFTER_BOX = re.compile(r"(?!\^[ \t]*\{?[ \t]*\\circ|\*\*)(?:[0-9A-Za-z(!'^_]|[:,][ \t]*[0-9]|[ \t]*(?:"
-                            r"[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013]|" + _MATH_OPS
-                            + r"|(?:\\[,;:!]|~|)[ \t]*(?:\\text\{|\\mbox\{|)[ \t]*(?:over|" + _OPERATOR_WORDS
-                            + r")\b))")
+_GLUED_BEFORE = re.compile(rf"""(?x) (?:[0-9{{|}}] | (?<!\\)[(\[]
+    | (?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | (?<!\*)\* | {_MATH_OPS}
+    | \\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[\ \t]*)\Z""")
+_BAD_AFTER_BOX = re.compile(rf"""(?x) (?!\^[\ \t]*\{{?[\ \t]*\\circ|\*\*) (?:[0-9A-Za-z(!'^_] | [:,][\ \t]*[0-9]
+    | [\ \t]*(?:[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | {_MATH_OPS}
+    | (?:\\[,;:!]|~|)[\ \t]*(?:\\text\{{|\\mbox\{{|)[\ \t]*(?:over|{_OPERATOR_WORDS})\b))""")
 _NUMBER_RUN = re.compile(r"[0-9][0-9,./]*")
-_NOT_SOLE = re.compile(r"[*^=<>\u00d7\u00f7\u2248+]|\\[a-z]+|\b(?:" + _OPERATOR_WORDS + r"|negative|under|above|below|"
-                       r"square of|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|"
-                       r"about|around|nearly|almost|approx\w*|roughly|up to|mod)\b", re.I)
-_RUN_ON = re.compile(r"Q(?:uestion)?:")  # at a line's start (rule 5)
+_NOT_SOLE = re.compile(rf"""(?ix) [*^=<>\u00d7\u00f7\u2248+] | \\[a-z]+ | \b(?:{_OPERATOR_WORDS}|negative|under|above
+    |below|square\sof|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|about|around|nearly
+    |almost|approx\w*|roughly|up\sto|mod)\b""")
+_RUN_ON = re.compile(r"\n[ \t*]*Q(?:uestion)?:")  # a line that opens with Q: (rule 5)
+
+
+def _final_answer(text, last_number=False):
+    """(answer or None, kind of the final statement or None, whether it ends on the last non-blank line): rules 1-9."""
+    text = _preprocess(text)
+    if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
+        first = next(_statements(text, last=False), None)
+        run_on = first and _RUN_ON.search(text, first.mark_end)
+        text = text[: run_on.start()] if run_on else text
+    found = _statements(text, last=True)
+    marked = next(found, None)
+    marked = marked and _outermost(text, marked)
+    statement = _concluding(text, marked) or marked
+    if not statement:
+        return _last_number(text) if last_number else None, None, False
+    read = _read(text, statement)
+    if not read:
+        return None, statement.kind, False
+    answer, start, after = read
+    clause, whole = _clause(text, statement.start)
+    clause = clause.lower()
+    end = _sentence_end(text, after)  # with no end in reach, cut back to a word: `north` cut to `nor` is no doubt
+    suffix = text[after : end + 1] if end is not None else text[after : after + MAX_ANSWER_CHARS].rpartition(" ")[0]
+    suffix = _CONTRAST.sub("", suffix.lower())
+    doubt = _DOUBT.search(clause) or (whole and _QUESTION.match(clause)) or _DOUBT.search(suffix)
+    if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
+        return None, statement.kind, False
+    before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
+    before = before and _outermost(text, before)
+    read = before and _read(text[: statement.start], before)  # rule 6: its text ends where the final one starts
+    value, other = parse_number(answer), parse_number(read[0]) if read else None
+    if value is not None and other not in (None, value) and not _DOUBT.search(_clause(text, before.start)[0].lower()):
+        if not (_SETTLES.search(text, before.start, start) or _RETRACT.search(text, before.start, start)):
+            return None, statement.kind, False  # a conflict, unsettled; "First guess: 42" was in doubt
+    line_end = text.find("\n", after)
+    return answer, statement.kind, line_end < 0 or not text[line_end:].strip()
 
 
 def _preprocess(text):
     """Rules 1-3: the completion up to its first end token, without thinking, code or comments."""
     if any(start in text for start in _END_STARTS):  # a cheap look before one find per token
-        text = text[:min((i for i in map(text.find, END_TOKENS) if i >= 0), default=len(text))]
+        text = text[: min((i for i in map(text.find, END_TOKENS) if i >= 0), default=len(text))]
     i = text.rfind("</think>")
-    if i >= 0 and text[i + 8:].strip():
-        text = text[i + 8:]
+    if i >= 0 and text[i + 8 :].strip():
+        text = text[i + 8 :]
     j = text.find("<think>")
     if j >= 0 and "</think>" not in text[j:]:
         k = text.find("<answer>", j)
@@ -197,8 +347,7 @@ def _preprocess(text):
 
 
 def _blank(text, opening, closing, blank):
-    """The text with each span from `opening` to `closing` replaced by `blank`; an unclosed span, or any
-    after the first MAX_MARKS, runs to the end."""
+    """Each span from `opening` to `closing` replaced by `blank`; an unclosed one, or any past MAX_MARKS, runs on."""
     parts, i = [], 0
     j = text.find(opening)
     while j >= 0:
@@ -220,152 +369,146 @@ def _close_brace(text, i):
 
 
 def _statement_at(text, mark, p):
-    """The answer statement that the mark found at p opens, as (kind, start, mark end, close), or None.
-    close: where a box's or tag's content ends (None: a box cut off or too long), else the mark's end."""
+    """The answer statement (rule 4) that the mark found at p opens, or None."""
     if mark == "<answer>":
         close = text.find("</answer>", p)
-        return "tag", p, p + 8, len(text) if close < 0 else close
+        return _Statement("tag", p, p + 8, len(text) if close < 0 else close)
     if mark[0] == "\\":
         m = _BOX_OPEN.match(text, p)
-        return ("box", p, m.end(), _close_brace(text, m.end() - 1)) if m else None
-    if mark == "####":
-        if text[p - 1:p] == "#" or text[p + 4:p + 5] == "#" or _HEADING.match(text, p + 4):
-            return None
-        return "hashes", p, p + 4, p + 4
-    if p and (text[p - 1].isalnum() or text[p - 1] in "</"):  # part of a word, or of the <answer> tag
+        return m and _Statement("box", p, m.end(), _close_brace(text, m.end() - 1))
+    if mark == "####":  # not ##### nor a heading
+        heading = text[p - 1 : p] == "#" or text[p + 4 : p + 5] == "#" or _HEADING.match(text, p + 4)
+        return None if heading else _Statement("hashes", p, p + 4, p + 4)
+    if p and (text[p - 1] in "</解回" or (text[p - 1].isalnum() and mark != "答")):  # in a word, a tag or 解答
         return None
-    line = text.rfind("\n", max(0, p - 40), p)
-    if (line >= 0 or p <= 40) and _TITLE.fullmatch(text, line + 1, p) and _TITLE_END.match(text, p + 6):
-        return "title", p, p + 6, p + 6
-    m = _PHRASE.match(text, p + 6)
+    line, q = text.rfind("\n", max(0, p - 40), p), p + len(mark)
+    if (line >= 0 or p <= 40) and _TITLE.fullmatch(text, line + 1, p) and _TITLE_END.match(text, q):
+        return _Statement("title", p, q, q)
+    m = (_FOREIGN_LINK if mark in _FOREIGN else _PHRASE).match(text, q)
     if not m or _NOT_VALUE.match(text, _LEAD.match(text, m.end()).end()):
         return None  # "the answer is correct" is a verdict, not an answer
-    return "negated" if m.group("negated") else "phrase", p, m.end(), m.end()
+    return _Statement("negated" if m.groupdict().get("negated") else "phrase", p, m.end(), m.end())
 
 
-def _find_statement(text, last):
-    """The first (or, last=True, the last) answer statement of the text, or None; only the MAX_MARKS marks
-    nearest that end are tried. Each kind of mark is found with str.find or str.rfind: one fast pass."""
+def _statements(text, last):
+    """The answer statements of the text (rule 4) from its end (last=True) or its start, a mark in an aside (rule 5)
+    passed over. Only the MAX_MARKS marks nearest that end are tried, each kind found with str.find or str.rfind."""
     at = [text.rfind(mark) if last else text.find(mark) for mark in _MARKS]
     for _ in range(MAX_MARKS):
         p = max(at) if last else min((p for p in at if p >= 0), default=-1)
         if p < 0:
-            return None
+            return
         i = at.index(p)
         statement = _statement_at(text, _MARKS[i], p)
-        if statement:
-            return statement
+        if statement and not _ASIDE.search(_clause(text, p, _LAST_STOP)[0].lower()):
+            yield statement
         at[i] = text.rfind(_MARKS[i], 0, p + len(_MARKS[i]) - 1) if last else text.find(_MARKS[i], p + 1)
-    return None
 
 
 def _outermost(text, statement):
     """The statement, or the outermost box that holds it; None past MAX_MARKS nested boxes."""
     for _ in range(MAX_MARKS):
-        start = statement[1]
-        for m in _BOX_OPEN.finditer(text, max(0, start - MAX_ANSWER_CHARS - 8), start):
+        for m in _BOX_OPEN.finditer(text, max(0, statement.start - MAX_ANSWER_CHARS - 8), statement.start):
             close = _close_brace(text, m.end() - 1)
-            if close is None or close > start:
-                statement = "box", m.start(), m.end(), close
+            if close is None or close > statement.start:
+                statement = _Statement("box", m.start(), m.end(), close)
                 break
         else:
             return statement
     return None
 
 
+def _concluding(text, marked):
+    """Rule 4's concluding sentence, or None: the last sentence (within 2 * MAX_ANSWER_CHARS, after every mark, no
+    aside) read from its last opener, or from an equation's last `=` after it, if one number follows."""
+    end = len(text.rstrip(" \t\n.!*。"))
+    sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
+    start = end - len(sentence.lstrip(" \t*#>-"))
+    openers = list(_OPENER.finditer(text[start:end])) if whole and not (marked and marked.start >= start) else None
+    if not openers:
+        return None  # no opener; too long; or a sentence read by its mark
+    opener, i = start + openers[-1].start(), max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
+    aside = _ASIDE.search(_clause(text, opener, _LAST_STOP)[0].lower() + text[opener:end].lower())
+    return None if aside or len(_NUMBER_RUN.findall(text, i, end)) != 1 else _Statement("sentence", opener, i, i)
+
+
+def _read(text, statement):
+    """(answer, start, after) of a statement: a box's or tag's content, or rule 7's clause or sentence, from `start`
+    to `after`. None: a box cut off, a box with an operator or factor at it, or a negated phrase (rule 8)."""
+    kind, s, mark_end, close = statement
+    if close is None or kind == "negated":
+        return None
+    if kind == "box":
+        if _GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, close + 1):
+            return None
+        start, end, after = mark_end, close, close + 1
+    elif kind == "tag":
+        start, end, after = mark_end, close, min(len(text), close + 9)
+    else:
+        start, end, after = _clause_value(text, kind, mark_end)
+    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
+    if kind not in ("box", "hashes") and answer and parse_number(answer) is None:  # a sentence (rule 7)
+        if kind != "tag":
+            end = after = _sentence_end(text, start) or start  # no sentence end in reach: no sentence
+        answer = _sole_number(text[start:end]) or answer
+    return answer, start, after
+
+
+def _sentence_end(text, i):
+    """Where the sentence at text[i] ends (at . ! ? a line's or the text's end); None past MAX_ANSWER_CHARS."""
+    m = _SENTENCE_END.search(text, i, i + MAX_ANSWER_CHARS)
+    return m.start() if m else len(text) if len(text) <= i + MAX_ANSWER_CHARS else None
+
+
+def _clause(text, s, last=_LAST_BREAK, reach=100):
+    """(the text before text[s] back to the `last` break outside \\( \\) math, whether that is a whole clause or
+    sentence); with no break within `reach`, from the first whole word there (a cut `for` must not read as `or`)."""
+    lo = max(0, s - reach)
+    window, end = text[lo:s], s - lo
+    while m := last.match(window, 0, end):
+        close, opening = window.find("\\)", m.end()), window.find("\\(", m.end())
+        if close < 0 or 0 <= opening < close:  # not inside \( \) math ($ is a price as often as math)
+            return window[m.end() :], True
+        end = m.start(1)
+    if lo == 0 or text[lo - 1].isspace():
+        return window, lo == 0
+    return window.partition(" ")[2], False
+
+
 def _clause_value(text, kind, i):
-    """(start, end) of the text after a #### or an answer phrase: up to the clause's end, or the next
-    non-blank line when the phrase ends its line. Past MAX_ANSWER_CHARS the end is not looked for."""
+    """(start, end, end) of rule 7's text after a #### or a phrase; no end is looked for past 2 * MAX_ANSWER_CHARS."""
     start = _LEAD.match(text, i).end()
     line_end = text.find("\n", start, start + 2 * MAX_ANSWER_CHARS)
     line_end = min(len(text), start + 2 * MAX_ANSWER_CHARS) if line_end < 0 else line_end
     if kind != "hashes" and not text[start:line_end].strip(" \t*#:$\\[]()"):
         start = _OPENERS.match(text, line_end, line_end + 2 * MAX_ANSWER_CHARS).end()
         line_end = text.find("\n", start)
-        return start, len(text) if line_end < 0 else line_end
+        return (start, len(text), len(text)) if line_end < 0 else (start, line_end, line_end)
     end = _VALUE_END.search(text, start, line_end)
-    return start, end.start() if end else line_end
+    end = end.start() if end else line_end
+    return start, end, end
 
 
 def _sole_number(sentence):
-    """The one number of an answer written as a sentence ("**Answer:** Janet makes **$18** a day."), or None if
-    it holds none or several, doubt, an operator, a comparison or a LaTeX command."""
+    """The one number of a sentence ("Janet makes **$18** a day."), or None: none or several, doubt, an operator."""
     runs = list(_NUMBER_RUN.finditer(sentence))
-    if len(runs) != 1 or _DOUBT.search(sentence) or _NOT_SOLE.search(sentence.replace("**", "")):
+    if len(runs) != 1 or _DOUBT.search(sentence.lower()) or _NOT_SOLE.search(sentence.replace("**", "")):
         return None
     i, j = runs[0].span()
-    if sentence[j:j + 1].isalpha() or sentence[i - 1:i].isalpha():  # 42nd, x42
+    if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1]):  # 42nd, x42
         return None
     sign = "-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else ""
     return sign + runs[0].group().rstrip(".,")
 
 
-def _run_on(text, i):
-    """Where the first line at or after text[i] that opens with Q: or Question: starts, or None."""
-    for m in itertools.islice(_RUN_ON.finditer(text, i), MAX_MARKS):
-        line = text.rfind("\n", max(0, m.start() - 40), m.start())
-        if line >= 0 and not text[line:m.start()].strip(" \t\n*"):
-            return line
-    return None
-
-
-def _final_answer(text, last_number=False):
-    """(answer or None, kind, on_last_line) after rules 1-9: the kind of the final statement (None: there is none,
-    and then last_number=True answers with the last number) and whether it ends on the last non-blank line."""
-    text = _preprocess(text)
-    if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
-        first = _find_statement(text, last=False)
-        run_on = first and _run_on(text, first[2])
-        text = text[:run_on] if run_on else text
-    statement = _find_statement(text, last=True)
-    statement = statement and _outermost(text, statement)
-    if not statement:
-        return _last_number(text) if last_number else None, None, False
-    kind, s, mark_end, close = statement
-    if close is None or kind == "negated":
-        return None, kind, False
-    if kind == "box":
-        start, end, after = mark_end, close, close + 1
-        if _GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, after):
-            return None, kind, False
-    elif kind == "tag":
-        start, end, after = mark_end, close, min(len(text), close + 9)
-    else:
-        start, end = _clause_value(text, kind, mark_end)
-        after = end
-    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
-    if kind in ("tag", "phrase", "title") and answer and parse_number(answer) is None:  # a sentence (rule 7)
-        if kind != "tag":
-            sentence = _SENTENCE_END.search(text, start, start + MAX_ANSWER_CHARS)
-            end = after = sentence.start() if sentence else start  # no sentence end in reach: no sentence
-        answer = _sole_number(text[start:end]) or answer
-    clause = _CLAUSE_START.split(text[max(0, s - 100):s])[-1]
-    sentence = _SENTENCE_END.search(text, after, after + MAX_ANSWER_CHARS)
-    sentence_end = sentence.end() if sentence else min(len(text), after + MAX_ANSWER_CHARS)
-    suffix = _CONTRAST.sub("", text[after:sentence_end])
-    doubt = _DOUBT.search(clause) or _QUESTION.match(clause) or _DOUBT.search(suffix)
-    if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
-        return None, kind, False
-    line_end = text.find("\n", after)
-    return answer, kind, line_end < 0 or not text[line_end:].strip()
-
-
 def _last_number(text):
-    """The last run of digits, commas and points in the text, with its minus sign."""
+    """The last run of digits, commas and points in the text, with its minus sign (last_number=True), or None."""
     end = max(map(text.rfind, "0123456789")) + 1
-    if end == 0:
-        return None
-    window = text[max(0, end - MAX_ANSWER_CHARS):end]
+    window = text[max(0, end - MAX_ANSWER_CHARS) : end]
     head = window.rstrip("0123456789,.")
-    number = window[len(head):].lstrip(",")
-    if head.endswith(("-", "\u2212")) and (len(head) == 1 or not head[-2].isalnum()):
-        number = "-" + number
-    return number
+    minus = head.endswith(("-", "\u2212")) and (len(head) == 1 or not head[-2].isalnum())
+    return ("-" if minus else "") + window[len(head) :].lstrip(",") if end else None
 
-
-def extract_answer(text, *, last_number=False):
-    """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
-    return _final_answer(text, last_number)[0]
 
 # ----------------------------------------------------------------------------- parsing
 
@@ -373,54 +516,61 @@ _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\uf
 _THOUSANDS_SPACE = re.compile(r"(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
 _INNER_WRAPPER = re.compile(_WRAPPER.pattern + r"([^{}]*)\}")
-_JUNK = re.compile(r"\\\$|\$|\\[()\[\]]|\*\*|`|\\%|%|\\!|\u00b0|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\left|\\right|"
-                   r"\\displaystyle|[\u20ac\u00a3\u00a5]")
+_JUNK = re.compile(r"""(?x) \\\$|\$|\\[()\[\]]|\*\*|`|\\%|%|\\!|\\left|\\right|\\displaystyle|[\u20ac\u00a3\u00a5℃℉]
+    | (?:\u00b0|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ)\s*(?:[CFK](?![A-Za-z])|)""")  # degrees and their unit (rule 10)
 _SPACING = re.compile(r"\\[,;: ]|\\q?quad|(?<=\S)~")  # a leading ~ means "about": not a number
 _UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])")
 _COMPARISON = re.compile(r"[<>!\u2264\u2265\u2248\u2260]|\\(?:le|ge|ne|approx|sim|pm)")
 _SIGN = re.compile(r"^([-+])\s+")
 _FRAC = re.compile(r"([-+]?)\\[dt]?frac\s*(?:\{([^{}]+)\}|([0-9]))\s*(?:\{([^{}]+)\}|([0-9]))")
+_MIXED = re.compile(r"([-+]?)([0-9]{1,18})(?:[ \t]+|(?=\\))(\\[dt]?frac.*|[0-9]{1,18}/[0-9]{1,18})")  # 2\frac12, 7 1/2
+_POWER_OF_TEN = re.compile(r"([-+]?[0-9.,]+)\s*(?:\\times|\\cdot|[×·*])\s*10\s*\^\s*\{?\s*([-+]?[0-9]{1,2})\s*\}?")
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
 
 
-def _decimal(s):
-    """'-42', '42.00', '.5', '1,234,567.5' -> Fraction; anything else ('42,43', '1,23'), or more than MAX_DIGITS
-    long -> None."""
-    head, dot, tail = s.strip().partition(".")
-    groups = head.lstrip("+-").split(",")
-    if len(groups) > 1 and 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:]):
-        head = head.replace(",", "")  # thousands commas
-    s = head + dot + tail
-    if len(s) > MAX_DIGITS or not _DECIMAL.fullmatch(s):
+@functools.lru_cache(maxsize=4096)  # golds repeat G times a group, answers often
+def _parse(s):
+    """parse_number() of a string of at most MAX_ANSWER_CHARS characters: rules 10-14."""
+    if _INTEGER.fullmatch(s):
+        return Fraction(int(s))
+    s = _normalize(s)
+    if not s:
         return None
-    return Fraction(s) if dot else Fraction(int(s))  # int() is the fast common case
-
-
-def _unit_factor(unit, glued):
-    """What the words after a number multiply it by (rule 11): 1 for at most MAX_UNIT_WORDS plain nouns
-    ('eggs per day'), MULTIPLIERS for a first 'million' or 'dozen'; None if they are not units ('or 41')."""
-    words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
-    factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
-    if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
-        return None
-    for w in words[factor != 1:]:
-        parts = w.replace("/", "-").split("-")
-        if (not all(p.isascii() and p.isalpha() for p in parts) or w in NOT_UNITS or w.rstrip("s") in MULTIPLIERS
-                or (len(w) < 2 and w not in UNIT_WORDS and w != "a")):
+    if s[0].isalpha():  # rule 13: number words ('forty-two apples' reads as '42 apples')
+        s = _number_words(s)
+    head, factor = s.rstrip(_UNIT_CHARS), 1
+    if any(c.isalpha() for c in s[len(head) :]):  # rule 12: '18 eggs', '5kg', '1.5 million'
+        factor = head and _unit_factor(s[len(head) :], glued=not s[len(head)].isspace())
+        if not factor:
             return None
-    return factor
+        s = head.strip()
+    mixed, power, frac = _MIXED.fullmatch(s), _POWER_OF_TEN.fullmatch(s), _FRAC.fullmatch(s)
+    if mixed:  # rule 13: a whole and a proper fraction
+        part = _parse(mixed[3])
+        return (-1 if mixed[1] == "-" else 1) * (int(mixed[2]) + part) * factor if part and 0 < part < 1 else None
+    if power:  # rule 13: 1.35 \times 10^4
+        sign, a, b, factor = "", power[1], "1", factor * Fraction(10) ** int(power[2])
+    elif frac:  # \frac{3}{4}, -\dfrac34
+        sign, a, b = frac[1], frac[2] or frac[3], frac[4] or frac[5]
+    else:  # 3/4, or a decimal over 1
+        a, slash, b = s.partition("/")
+        sign, b = "", b if slash else "1"
+    x, y = _decimal(a), _decimal(b)
+    if x is None or y is None or y == 0:
+        return None
+    return (-x if sign == "-" else x) / y * factor
 
 
 def _normalize(s):
-    """Rule 10: '$1,234.50 \\text{ dollars}.' -> '1,234.50 dollars'; 'x = 5' -> '5'; None if it compares."""
+    """Rules 10-11: '$1,234.50 \\text{ dollars}.' -> '1,234.50 dollars'; 'x = 5' -> '5'; None if it compares."""
     s = _THOUSANDS_SPACE.sub("", s.translate(_MINUS).replace("{,}", ",").replace("{-}", "-")).strip()
     for _ in range(4):  # a wrapper around the whole answer, whatever it holds: \boxed{\frac{7}{2}}
         m = _WRAPPER.match(s)
         if not m or _close_brace(s, m.end() - 1) != len(s) - 1:
             break
-        s = s[m.end():-1].strip()
+        s = s[m.end() : -1].strip()
     for _ in range(4):  # wrappers inside it, innermost first: 42\text{ apples}
         s, n = _INNER_WRAPPER.subn(lambda m: f" {m.group(1)} ", s)
         if not n:
@@ -435,80 +585,49 @@ def _normalize(s):
     return _SIGN.sub(r"\1", s)
 
 
-def parse_number(s):
-    """The exact value of one answer string as a Fraction, or None if it is not one number.
-    (An int or a Fraction, say a gold from a generated task, passes through.)"""
-    if isinstance(s, (int, Fraction)):
-        return Fraction(s)
-    return _parse(s) if isinstance(s, str) and len(s) <= MAX_ANSWER_CHARS else None
-
-
-@functools.lru_cache(maxsize=4096)  # golds repeat G times a group, answers often
-def _parse(s):
-    """parse_number() of a string of at most MAX_ANSWER_CHARS characters (rules 10-13)."""
-    if _INTEGER.fullmatch(s):
-        return Fraction(int(s))
-    s = _normalize(s)
-    if not s:
+def _decimal(s):
+    """'-42', '42.00', '.5', '1,234,567.5' -> Fraction; None for anything else ('42,43', '1,23', over MAX_DIGITS)."""
+    head, dot, tail = s.strip().partition(".")
+    groups = head.lstrip("+-").split(",")
+    if len(groups) > 1 and 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:]):
+        head = head.replace(",", "")  # thousands commas
+    s = head + dot + tail
+    if len(s) > MAX_DIGITS or not _DECIMAL.fullmatch(s):
         return None
-    head, factor = s.rstrip(_UNIT_CHARS), 1
-    if any(c.isalpha() for c in s[len(head):]):  # rule 11: '18 eggs', '5kg', '1.5 million'
-        factor = head and _unit_factor(s[len(head):], glued=not s[len(head)].isspace())
-        if not factor:
+    return Fraction(s) if dot else Fraction(int(s))  # int() is the fast common case
+
+
+def _unit_factor(unit, glued):
+    """What the words after a number multiply it by (rule 12): 1 for at most MAX_UNIT_WORDS plain nouns
+    ('eggs per day'), MULTIPLIERS for a first 'million' or 'dozen'; None if they are not units ('or 41', 'two')."""
+    words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
+    factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
+    if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
+        return None
+    for w in words[factor != 1 :]:
+        plain = all(p.isascii() and p.isalpha() for p in w.replace("/", "-").split("-"))
+        if not plain or w in NOT_UNITS or w in NUMBER_WORDS or w.rstrip("s") in MULTIPLIERS:
             return None
-        s = head.strip()
-    frac = _FRAC.fullmatch(s)
-    if frac:  # \frac{3}{4}, -\dfrac34
-        sign, a, b = frac[1], frac[2] or frac[3], frac[4] or frac[5]
-    else:  # 3/4, or a decimal over 1
-        a, slash, b = s.partition("/")
-        sign, b = "", b if slash else "1"
-    x, y = _decimal(a), _decimal(b)
-    if x is None or y is None or y == 0:
-        return None
-    return (-x if sign == "-" else x) / y * factor
+        if len(w) < 2 and w not in UNIT_WORDS and w != "a":  # one letter: a unit (5 m) or "a" (18 dollars a day)
+            return None
+    return factor
 
 
-def is_correct(pred, gold):
-    """True if the predicted answer and the gold answer parse to the same number."""
-    p = parse_number(pred)
-    return p is not None and p == parse_number(gold)
-
-# ----------------------------------------------------------------------------- reward
-
-
-def reward(completion, gold, *, format_bonus=0.0, last_number=False):
-    """1.0 if the completion's final answer equals the gold answer, else 0.0, plus `format_bonus`
-    (at most 0.1) when it ends on a tag, box or #### whose value parses."""
-    if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
-        raise ValueError(f"format_bonus must be in [0, {MAX_FORMAT_BONUS}], got {format_bonus}")
-    answer, kind, on_last_line = _final_answer(completion, last_number)
-    r = 1.0 if is_correct(answer, gold) else 0.0
-    if on_last_line and kind in ("tag", "box", "hashes") and parse_number(answer) is not None:
-        r += format_bonus
-    return r
-
-
-def _gold_of_row(N, golds):
-    """The gold of each of N rows, from one gold per row or one per contiguous group of rows."""
-    if len(golds) == 0 or N % len(golds):
-        raise ValueError(f"need one gold per completion or per group of completions, got {N} completions and "
-                         f"{len(golds)} golds")
-    G = N // len(golds)
-    return [golds[i // G] for i in range(N)]
-
-
-def rewards(completions, golds, **options):
-    """reward() of every completion (`options` are its keywords), as a float32 tensor (N,). `golds` holds one gold
-    per completion, or one per prompt when the N = B*G completions come in contiguous groups (row b*G + g is
-    answered by golds[b])."""
-    golds = _gold_of_row(len(completions), golds)
-    return torch.tensor([reward(o, g, **options) for o, g in zip(completions, golds)], dtype=torch.float32)  # (N,)
-
-
-def correct(completions, golds, *, last_number=False):
-    """The verifier's verdict, a torch.bool tensor (N,): the final answer equals the gold. Count accuracy with
-    this, never with the reward's value (a format bonus or partial credit is not accuracy). Golds as rewards()."""
-    golds = _gold_of_row(len(completions), golds)
-    return torch.tensor([is_correct(extract_answer(o, last_number=last_number), g) for o, g in zip(completions, golds)],
-                        dtype=torch.bool)  # (N,)
+def _number_words(s):
+    """Rule 13: s with the number words that open it, up to the thousands and in English order ('forty-two', 'one
+    hundred and five', 'twelve hundred', 'zero'), written in digits: 'forty-two apples' -> '42 apples'."""
+    words = s.lower().replace("-", " ").split()
+    if words[:1] == ["zero"]:
+        return " ".join(["0", *words[1:]])
+    total = part = used = 0  # used: how many words the number takes
+    for n, w in enumerate(words):
+        v = NUMBER_WORDS.get(w, 0)
+        if v and not (part % 100 and (part % 10 or v >= 10)):  # after a word of 1-19 nothing; after forty a unit
+            part, used = part + v, n + 1
+        elif w == "hundred" and 0 < part < 100:
+            part, used = part * 100, n + 1
+        elif w == "thousand" and part and not total:
+            total, part, used = part * 1000, 0, n + 1
+        elif w != "and" or part % 100 or not (part or total):  # "and" only after hundred or thousand
+            break
+    return " ".join([str(total + part), *words[used:]]) if used else s

@@ -7,6 +7,7 @@ and the time sample.py's maj@k takes for one problem of n samples.
 Targets: over 20,000 completions/s typical, under 100 ms for any 1 MB input, on one CPU core (the
 verifier is pure Python, so it uses one core).
 """
+
 import json
 import random
 import sys
@@ -44,8 +45,10 @@ def typical_completions():
 
 def hostile_inputs():
     """1 MB strings aimed at each part of the verifier."""
+
     def fill(unit, prefix="", suffix=""):
         return prefix + unit * ((MB - len(prefix) - len(suffix)) // len(unit)) + suffix
+
     return {
         "digits": fill("7"),
         "#### + digits": fill("9", "#### "),
@@ -75,7 +78,13 @@ def hostile_inputs():
         "many \\text{": fill("\\text{", "#### 1"),
         "minus signs": fill("\u2212"),
         "digits and points": fill("1."),
-        "unicode": fill("\u00e9\u4e2d\U0001F600\u0130"),
+        "unicode": fill("\u00e9\u4e2d\U0001f600\u0130"),
+        "many concluding sentences": fill("So it is 42. "),
+        "1 MB sentence of 'so'": fill("so 4 "),
+        "many \\( \\) with commas": fill("\\( p, q \\) "),
+        "if-clauses then a box": fill("if 1, ", "", "\\boxed{42}"),
+        "many 答：": fill("答：42 "),
+        "many 'the total is'": fill("the total is 4, "),
     }
 
 

@@ -1,6 +1,7 @@
 """Properties of sample.py's measures of G samples per problem: pass@k against enumeration of all k-subsets, its
 ends and worked example; maj@k against enumeration, equivalent forms voting together, ties, abstentions, maj@1 =
 pass@1; sampled_metrics over contiguous groups, from correctness and not from the reward's value."""
+
 import itertools
 import math
 import random
@@ -65,17 +66,22 @@ def test_pass_at_k_rejects_bad_arguments(n, c, k):
         pass_at_k(n, c, k)
 
 
-@pytest.mark.parametrize("answers, gold, k, score", [
-    (["0.5", "1/2", r"\frac{1}{2}", "3", "3"], "1/2", 5, 1.0),   # equivalent forms vote together
-    (["3", "3", "3", "1/2", "0.5"], ".5", 5, 0.0),
-    ([None, "abc", "3", None], "3", 4, 1.0),                       # no answer does not vote
-    ([None, "41 or 42"], "42", 2, 0.0),                            # nobody voted
-    (["1", "2", "2", "2"], "1", 1, 0.25), (["1", "2", "2", "2"], "1", 4, 0.0),  # all subsets, not the first k
-    (["1", "2"], "1", 2, 0.5), (["1", "2"], "3", 2, 0.0),          # ties: fraction correct
-    (["1", "2", "3", "1", "2", "3"], "2", 6, 1 / 3),
-    (["1", "1", "2", "2", "3"], "2.0", 5, 0.5),
-    (["1", "1", "2"], "1", 2, 2 / 3),  # subsets {1,1}: 1; {1,2} twice: 1/2 each
-])
+@pytest.mark.parametrize(
+    "answers, gold, k, score",
+    [
+        (["0.5", "1/2", r"\frac{1}{2}", "3", "3"], "1/2", 5, 1.0),  # equivalent forms vote together
+        (["3", "3", "3", "1/2", "0.5"], ".5", 5, 0.0),
+        ([None, "abc", "3", None], "3", 4, 1.0),  # no answer does not vote
+        ([None, "41 or 42"], "42", 2, 0.0),  # nobody voted
+        (["1", "2", "2", "2"], "1", 1, 0.25),
+        (["1", "2", "2", "2"], "1", 4, 0.0),  # all subsets, not the first k
+        (["1", "2"], "1", 2, 0.5),
+        (["1", "2"], "3", 2, 0.0),  # ties: fraction correct
+        (["1", "2", "3", "1", "2", "3"], "2", 6, 1 / 3),
+        (["1", "1", "2", "2", "3"], "2.0", 5, 0.5),
+        (["1", "1", "2"], "1", 2, 2 / 3),  # subsets {1,1}: 1; {1,2} twice: 1/2 each
+    ],
+)
 def test_maj_at_k(answers, gold, k, score):
     assert maj_at_k(answers, gold, k) == pytest.approx(score)
 
@@ -88,8 +94,9 @@ def test_maj_at_k_equals_enumeration_of_subsets():
         answers = [rng.choice(pool) for _ in range(n)]
         gold = rng.choice(["1", "2", "1/2", "7", "not a number"])
         for k in range(1, n + 1):
-            assert maj_at_k(answers, gold, k) == pytest.approx(float(maj_at_k_by_enumeration(answers, gold, k)),
-                                                               abs=1e-12), (answers, gold, k)
+            assert maj_at_k(answers, gold, k) == pytest.approx(
+                float(maj_at_k_by_enumeration(answers, gold, k)), abs=1e-12
+            ), (answers, gold, k)
 
 
 def test_maj_at_k_is_cheap_and_sane_for_64_samples():
@@ -107,20 +114,22 @@ def test_maj_at_1_is_pass_at_1():
     rng = random.Random(2)
     for _ in range(50):
         n = rng.randint(1, 16)
-        completions = [rng.choice(["#### 1", "#### 2", "#### 1.0", "\\boxed{2}", "no answer", "#### 1 or 2"])
-                       for _ in range(n)]
+        completions = [
+            rng.choice(["#### 1", "#### 2", "#### 1.0", "\\boxed{2}", "no answer", "#### 1 or 2"]) for _ in range(n)
+        ]
         answers = [extract_answer(o) for o in completions]
         c = int(correct(completions, ["1"]).sum())
         assert maj_at_k(answers, "1", 1) == pass_at_k(n, c, 1)
 
 
 def test_maj_at_1_of_the_greedy_answer_is_greedy_accuracy():
-    greedy = ["#### 18", "#### 4", "no answer", "#### 70,000", "#### 48\n#### 42"]
+    greedy = ["#### 18", "#### 4", "no answer", "#### 70,000", "#### 48\nWait: 6 * 7 = 42.\n#### 42"]
     golds = ["18", "3", "540", "70000", "42"]
     accuracy = correct(greedy, golds).float().mean().item()
     assert accuracy == pytest.approx(0.6)
-    assert sum(maj_at_k([extract_answer(o)], g, 1) for o, g in zip(greedy, golds)) / len(golds) == \
-        pytest.approx(accuracy)
+    assert sum(maj_at_k([extract_answer(o)], g, 1) for o, g in zip(greedy, golds)) / len(golds) == pytest.approx(
+        accuracy
+    )
 
 
 @pytest.mark.parametrize("k", [0, 3])
@@ -150,6 +159,9 @@ def test_sampled_metrics_count_correctness_not_reward(monkeypatch):
 
 
 def test_sampled_metrics_unmarked_answers_abstain():
-    """maj@k reads answers as correct() does: a completion with no answer mark abstains, its last number unread."""
-    m = sampled_metrics(["6 * 7 = 42", "#### 41", "So it is 42."], ["42"], 3)
+    """maj@k reads answers as correct() does: a completion with no answer statement abstains, its last number unread;
+    a concluding sentence ("So it is 42.") is a statement for both."""
+    m = sampled_metrics(["6 * 7 = 42", "#### 41", "It is 42."], ["42"], 3)
     assert m["pass@3"] == 0.0 and m["maj@1"] == 0.0 and m["maj@3"] == 0.0
+    m = sampled_metrics(["6 * 7 = 42", "#### 41", "So it is 42."], ["42"], 3)
+    assert m["pass@1"] == pytest.approx(1 / 3) and m["maj@1"] == pytest.approx(1 / 3)

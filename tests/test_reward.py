@@ -1,5 +1,6 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
-around the final mark, what is not an answer, the formats models write), number parsing, the format bonus,
+around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
+number, conflicts and asides, long sentences), number parsing, the format bonus, the named rewards and their golds,
 correctness versus reward, hostile input and real GSM8K. (pass@k and maj@k are tested in tests/test_metrics.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,
@@ -7,6 +8,7 @@ DeepSeek-R1 and TinyZero <think>/<answer>, Minerva, markdown), each paid and unp
 tests/data/gsm8k_sample.jsonl holds 30 GSM8K test problems (MIT licence, Copyright (c) 2021
 OpenAI, see tests/data/GSM8K_LICENSE and tests/data/SOURCE.md).
 """
+
 import itertools
 import json
 import math
@@ -19,7 +21,7 @@ import pytest
 import torch
 
 import reward as reward_module
-from reward import MAX_MARKS, correct, extract_answer, is_correct, parse_number, reward, rewards
+from reward import MAX_MARKS, REWARDS, correct, expand_golds, extract_answer, is_correct, parse_number, reward, rewards
 
 DATA = Path(__file__).parent / "data"
 GSM8K = [json.loads(line) for line in (DATA / "gsm8k_sample.jsonl").open(encoding="utf-8")]
@@ -32,43 +34,165 @@ def check(cases):
     for completion, gold, paid in cases:
         assert reward(completion, gold) == float(paid), (completion, gold)
 
+
 # ----------------------------------------------------------------------------- parse_number
 
 
 PARSES = [
-    ("42", 42), ("42.00", 42), ("-7", -7), ("+7", 7), ("007", 7), (".5", F(1, 2)),
-    ("-.5", F(-1, 2)), ("0.75", F(3, 4)), ("3/4", F(3, 4)), ("-3/4", F(-3, 4)), ("3 / 4", F(3, 4)),
-    (r"\frac{3}{4}", F(3, 4)), (r"\dfrac{3}{4}", F(3, 4)), (r"\tfrac{3}{4}", F(3, 4)),
-    (r"-\frac{3}{4}", F(-3, 4)), (r"\frac{-3}{4}", F(-3, 4)), (r"\frac{1.5}{2}", F(3, 4)),
-    (r"\frac34", F(3, 4)), (r"-\dfrac34", F(-3, 4)), (r"\frac{3}4", F(3, 4)),
-    ("1,234,567", 1234567), ("1,234.5", F(2469, 2)), ("-1,234", -1234), ("999,999", 999999),
+    ("42", 42),
+    ("42.00", 42),
+    ("-7", -7),
+    ("+7", 7),
+    ("007", 7),
+    (".5", F(1, 2)),
+    ("-.5", F(-1, 2)),
+    ("0.75", F(3, 4)),
+    ("3/4", F(3, 4)),
+    ("-3/4", F(-3, 4)),
+    ("3 / 4", F(3, 4)),
+    (r"\frac{3}{4}", F(3, 4)),
+    (r"\dfrac{3}{4}", F(3, 4)),
+    (r"\tfrac{3}{4}", F(3, 4)),
+    (r"-\frac{3}{4}", F(-3, 4)),
+    (r"\frac{-3}{4}", F(-3, 4)),
+    (r"\frac{1.5}{2}", F(3, 4)),
+    (r"\frac34", F(3, 4)),
+    (r"-\dfrac34", F(-3, 4)),
+    (r"\frac{3}4", F(3, 4)),
+    ("1,234,567", 1234567),
+    ("1,234.5", F(2469, 2)),
+    ("-1,234", -1234),
+    ("999,999", 999999),
     ("3,125", 3125),  # a valid thousands grouping is a thousands separator, never a list
-    ("\u22125", -5), ("\u20135", -5), ("\u22121,234", -1234), ("\uff0d7", -7), ("\u20127", -7), ("- 7", -7),
+    ("\u22125", -5),
+    ("\u20135", -5),
+    ("\u22121,234", -1234),
+    ("\uff0d7", -7),
+    ("\u20127", -7),
+    ("- 7", -7),
     ("{-}7", -7),
-    ("$18", 18), (r"\$18.00", 18), ("**42**", 42), ("42.", 42), (" 42 \n", 42), ("`18`", 18),
-    (r"\(18\)", 18), (r"\[ 18 \]", 18), ("$$18$$", 18),
-    ("50%", 50), (r"50\%", 50), (r"90^\circ", 90), (r"90^{\circ}", 90), ("90°", 90),
-    (r"10,\!000", 10000), (r"10{,}000", 10000), (r"10\,000", 10000), (r"1\,234\,567", 1234567),
-    (r"\text{42}", 42), (r"\textbf{42}", 42), (r"\mathbf{42}", 42), (r"\boxed{42}", 42), ("{{42}}", 42),
-    (r"\mathrm{42}", 42), (r"\left( -7 \right)", -7),
-    (r"42\text{ dollars}", 42), (r"42 \mbox{cm}", 42), (r"5\text{ cm}^2", 5), (r"125 \text{ cm}^{3}", 125),
-    ("18 dollars", 18), ("18 dollars.", 18), ("12 miles per hour", 12), ("5kg", 5), ("5 m", 5),
-    ("42 apples", 42), ("18 eggs per day", 18), ("18 dollars an hour", 18), ("60 km/h", 60),
-    (r"42 \text{ apples}", 42), ("3 children's books", 3), (r"\frac{3}{4} cup", F(3, 4)),
-    ("12 dozen", 144), ("3 dozen eggs", 36), ("1.5 million", 1500000), ("$1.2 million dollars", 1200000),
-    ("3 thousand", 3000), (r"2.5\text{ billion}", 2500000000),
-    ("x = 5", 5), ("n=12", 12), ("x = 5 + 5 + 1 = 11", 11), (r"x = \frac{3}{4}", F(3, 4)),
-    ("$1,234.50 dollars.", F(246900, 200)), ("$-3.25", F(-13, 4)), (42, 42), (F(3, 4), F(3, 4)),
+    ("$18", 18),
+    (r"\$18.00", 18),
+    ("**42**", 42),
+    ("42.", 42),
+    (" 42 \n", 42),
+    ("`18`", 18),
+    (r"\(18\)", 18),
+    (r"\[ 18 \]", 18),
+    ("$$18$$", 18),
+    ("50%", 50),
+    (r"50\%", 50),
+    (r"90^\circ", 90),
+    (r"90^{\circ}", 90),
+    ("90°", 90),
+    (r"10,\!000", 10000),
+    (r"10{,}000", 10000),
+    (r"10\,000", 10000),
+    (r"1\,234\,567", 1234567),
+    (r"\text{42}", 42),
+    (r"\textbf{42}", 42),
+    (r"\mathbf{42}", 42),
+    (r"\boxed{42}", 42),
+    ("{{42}}", 42),
+    (r"\mathrm{42}", 42),
+    (r"\left( -7 \right)", -7),
+    (r"42\text{ dollars}", 42),
+    (r"42 \mbox{cm}", 42),
+    (r"5\text{ cm}^2", 5),
+    (r"125 \text{ cm}^{3}", 125),
+    ("18 dollars", 18),
+    ("18 dollars.", 18),
+    ("12 miles per hour", 12),
+    ("5kg", 5),
+    ("5 m", 5),
+    ("42 apples", 42),
+    ("18 eggs per day", 18),
+    ("18 dollars an hour", 18),
+    ("60 km/h", 60),
+    (r"42 \text{ apples}", 42),
+    ("3 children's books", 3),
+    (r"\frac{3}{4} cup", F(3, 4)),
+    ("12 dozen", 144),
+    ("3 dozen eggs", 36),
+    ("1.5 million", 1500000),
+    ("$1.2 million dollars", 1200000),
+    ("3 thousand", 3000),
+    (r"2.5\text{ billion}", 2500000000),
+    (r"2\frac{1}{2}", F(5, 2)),
+    (r"42 \times 10^3", 42000),
+    ("forty-two", 42),  # rule 13 (see NEW_FORMS)
+    ("x = 5", 5),
+    ("n=12", 12),
+    ("x = 5 + 5 + 1 = 11", 11),
+    (r"x = \frac{3}{4}", F(3, 4)),
+    ("$1,234.50 dollars.", F(246900, 200)),
+    ("$-3.25", F(-13, 4)),
+    (42, 42),
+    (F(3, 4), F(3, 4)),
 ]
 NOT_NUMBERS = [
-    "", "   ", "$", "-", ".", "/", "dollars", "dozen", "~42", "5 thousand million", "41 or 42", "42, 43", "42,43",
-    "1,23", "1,2345",
-    "12,345,67", ",123", "3, 125", "1e3", "inf", "nan", "0x1A", "1_000", r"\sqrt{2}", r"\pi", r"2\pi", "1/0",
-    r"\frac{1}{0}", r"\frac{a}{2}", "1/2/3", "4 2", "--5", "5-", "\u0664\u0662", "\u00bd", "1.2.3",
-    "1" * 101, "1" * 5000, "9" * 200 + "/1", None, [42],
-    "x", "5x", "18th", "2n", r"2\frac{1}{2}", "42 or more", "42 to 44", "42 squared",
-    "42 times 10", "5 plus 1", r"42 \times 10^3", "42^2", "x = 5, y = 3", r"x \le 5", "x <= 5",
-    r"x \approx 5", "x != 5", r"\text{no solution}", "forty-two", "42 apples and 3 pears", "a b c d e 5",
+    "",
+    "   ",
+    "$",
+    "-",
+    ".",
+    "/",
+    "dollars",
+    "dozen",
+    "~42",
+    "5 thousand million",
+    "41 or 42",
+    "42, 43",
+    "42,43",
+    "1,23",
+    "1,2345",
+    "12,345,67",
+    ",123",
+    "3, 125",
+    "1e3",
+    "inf",
+    "nan",
+    "0x1A",
+    "1_000",
+    r"\sqrt{2}",
+    r"\pi",
+    r"2\pi",
+    "1/0",
+    r"\frac{1}{0}",
+    r"\frac{a}{2}",
+    "1/2/3",
+    "4 2",
+    "--5",
+    "5-",
+    "\u0664\u0662",
+    "\u00bd",
+    "1.2.3",
+    "1" * 101,
+    "1" * 5000,
+    "9" * 200 + "/1",
+    None,
+    [42],
+    "x",
+    "5x",
+    "18th",
+    "2n",
+    r"2\frac{3}{2}",
+    "42 or more",
+    "42 to 44",
+    "42 squared",
+    "42 times 10",
+    "5 plus 1",
+    r"42 \times 10",
+    "42^2",
+    "x = 5, y = 3",
+    r"x \le 5",
+    "x <= 5",
+    r"x \approx 5",
+    "x != 5",
+    r"\text{no solution}",
+    "forty-two and a half",
+    "42 apples and 3 pears",
+    "a b c d e 5",
     "18 eggs per day at the market",  # more than MAX_UNIT_WORDS words is a sentence, not a unit
 ]
 
@@ -87,18 +211,28 @@ def test_not_a_number(s):
 def test_parse_number_round_trips_random_fractions():
     rng = random.Random(0)
     for _ in range(300):
-        f = Fraction(rng.randint(-10**6, 10**6), rng.randint(1, 10**4))
+        f = Fraction(rng.randint(-(10**6), 10**6), rng.randint(1, 10**4))
         assert parse_number(str(f)) == f
         assert parse_number(rf"\frac{{{f.numerator}}}{{{f.denominator}}}") == f
-        cents = Fraction(rng.randint(-10**8, 10**8), 100)
+        cents = Fraction(rng.randint(-(10**8), 10**8), 100)
         assert parse_number(f"{float(cents):.2f}") == cents
         assert parse_number(f"{abs(cents.numerator) // 100:,}") == abs(cents.numerator) // 100
 
 
 def test_parse_number_never_raises_on_noise():
     rng = random.Random(1)
-    alphabet = list("0123456789,./-+ $%{}\\^#*=\u2212\u2013<>`~x") + ["frac", "text", "boxed", "dollars", "circ",
-                                                                    "answer is", "####", "\n", "or", "</think>"]
+    alphabet = list("0123456789,./-+ $%{}\\^#*=\u2212\u2013<>`~x") + [
+        "frac",
+        "text",
+        "boxed",
+        "dollars",
+        "circ",
+        "answer is",
+        "####",
+        "\n",
+        "or",
+        "</think>",
+    ]
     for _ in range(3000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         assert parse_number(s) is None or isinstance(parse_number(s), Fraction)
@@ -114,64 +248,108 @@ def test_parse_number_reads_no_string_longer_than_an_answer():
     limit = reward_module.MAX_ANSWER_CHARS
     assert parse_number("42" + " " * (limit - 2)) == 42 and parse_number("42" + " " * (limit - 1)) is None
 
+
 # ----------------------------------------------------------------------------- is_correct
 
 
-@pytest.mark.parametrize("pred, gold", [
-    ("42", "42.00"), ("0.75", "3/4"), (r"\frac{3}{4}", "0.75"), (".5", r"\dfrac{1}{2}"),
-    ("1,234", "1234"), ("-5", "\u22125"), ("$70,000", "70000"), ("50%", "50"), ("42", 42),
-    ("18 eggs", "18"), (r"\boxed{\dfrac{7}{2}}", "3.5"),
-])
+@pytest.mark.parametrize(
+    "pred, gold",
+    [
+        ("42", "42.00"),
+        ("0.75", "3/4"),
+        (r"\frac{3}{4}", "0.75"),
+        (".5", r"\dfrac{1}{2}"),
+        ("1,234", "1234"),
+        ("-5", "\u22125"),
+        ("$70,000", "70000"),
+        ("50%", "50"),
+        ("42", 42),
+        ("18 eggs", "18"),
+        (r"\boxed{\dfrac{7}{2}}", "3.5"),
+    ],
+)
 def test_equal_values_are_correct(pred, gold):
     assert is_correct(pred, gold)
 
 
-@pytest.mark.parametrize("pred, gold", [
-    ("420", "42"), ("4", "42"), ("42", "420"), ("-42", "42"), ("42.0001", "42"),
-    ("0.3333", "1/3"),  # no float tolerance
-    ("0.5", "50"), ("50%", "0.5"),  # no x100 for percents
-    ("", "0"), (None, "0"), ("abc", "0"), ("$", "0"),  # no answer is not the value 0
-    ("42", ""), ("42", "forty-two"), ("", ""), ("abc", "forty-two"),  # nor does a bad gold
-    ("42,43", "42"), ("42,43", "4243"), ("41 or 42", "42"), ("3, 125", "3125"),
-])
+@pytest.mark.parametrize(
+    "pred, gold",
+    [
+        ("420", "42"),
+        ("4", "42"),
+        ("42", "420"),
+        ("-42", "42"),
+        ("42.0001", "42"),
+        ("0.3333", "1/3"),  # no float tolerance
+        ("0.5", "50"),
+        ("50%", "0.5"),  # no x100 for percents
+        ("", "0"),
+        (None, "0"),
+        ("abc", "0"),
+        ("$", "0"),  # no answer is not the value 0
+        ("42", ""),
+        ("42", "many"),
+        ("", ""),
+        ("abc", "forty-two"),  # nor does a bad gold
+        ("42,43", "42"),
+        ("42,43", "4243"),
+        ("41 or 42", "42"),
+        ("3, 125", "3125"),
+    ],
+)
 def test_different_or_missing_values_are_wrong(pred, gold):
     assert not is_correct(pred, gold)
+
 
 # ----------------------------------------------------------------------------- extract_answer: what it returns
 
 
-@pytest.mark.parametrize("text, answer", [
-    ("She makes 9 * 2 = $<<9*2=18>>18.\n#### 18", "18"),
-    ("#### $1,234", "$1,234"),
-    ("#### 42.", "42"),
-    (r"so the area is $\boxed{\frac{3}{4}}$.", r"\frac{3}{4}"),
-    (r"\fbox{7}", "7"),
-    (r"\boxed {42}", "42"),
-    (r"\boxed{ 42 }", "42"),
-    (r"\boxed{2} and again \boxed{2}", "2"),
-    ("#### 42\n\\boxed{42.0}", "42.0"),
-    (r"#### \boxed{42}", "42"),                             # read by its box
-    ("The answer is 42.", "42"),
-    ("The final answer is $42$. I hope it is correct.", "$42$"),
-    ("Final Answer: The final answer is $42$. I hope it is correct.", "$42$"),
-    ("Answer: 42", "42"),
-    ("so the answer is: 42\n", "42"),
-    ("####\nThe answer is 42", "42"),                       # `####` alone is not an answer mark
-    (r"\boxed{\boxed{42}}", r"\boxed{42}"),                 # read by the outer box (it parses to 42)
-    ("#### 41 or 42", "41 or 42"),                          # extracted, but it will not parse
-    ("<answer> 42 </answer>", "42"),
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("She makes 9 * 2 = $<<9*2=18>>18.\n#### 18", "18"),
+        ("#### $1,234", "$1,234"),
+        ("#### 42.", "42"),
+        (r"so the area is $\boxed{\frac{3}{4}}$.", r"\frac{3}{4}"),
+        (r"\fbox{7}", "7"),
+        (r"\boxed {42}", "42"),
+        (r"\boxed{ 42 }", "42"),
+        (r"\boxed{2} and again \boxed{2}", "2"),
+        ("#### 42\n\\boxed{42.0}", "42.0"),
+        (r"#### \boxed{42}", "42"),  # read by its box
+        ("The answer is 42.", "42"),
+        ("The final answer is $42$. I hope it is correct.", "$42$"),
+        ("Final Answer: The final answer is $42$. I hope it is correct.", "$42$"),
+        ("Answer: 42", "42"),
+        ("so the answer is: 42\n", "42"),
+        ("####\nThe answer is 42", "42"),  # `####` alone is not an answer mark
+        (r"\boxed{\boxed{42}}", r"\boxed{42}"),  # read by the outer box (it parses to 42)
+        ("#### 41 or 42", "41 or 42"),  # extracted, but it will not parse
+        ("<answer> 42 </answer>", "42"),
+    ],
+)
 def test_extract_answer(text, answer):
     assert extract_answer(text) == answer
 
 
-@pytest.mark.parametrize("text", [
-    "", "no final answer here, though 6*7 = 42", "####", "####\n", "#### ", r"\boxed{}", "<answer></answer>",
-    r"\boxed{42", r"\boxed{" + "1" * 300 + "}",  # cut off; too long to be an answer
-    "The answer isn't 5, it is 6",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "no final answer here, though 6*7 = 42",
+        "####",
+        "####\n",
+        "#### ",
+        r"\boxed{}",
+        "<answer></answer>",
+        r"\boxed{42",
+        r"\boxed{" + "1" * 300 + "}",  # cut off; too long to be an answer
+        "The answer isn't 5, it is 6",
+    ],
+)
 def test_no_answer(text):
     assert extract_answer(text) is None
+
 
 # ----------------------------------------------------------------------------- 1. finality by position
 
@@ -191,10 +369,10 @@ SELF_CORRECTIONS = [  # the last answer is the answer: a self-correction pays wh
     ("The answer is 41. Actually, let me redo it: 6 * 7 = 42. The answer is 42.", "42", True),
     ("First guess: \\boxed{42}. Checking: 6 * 7 - 1 = 41. The answer is 41.", "42", False),
     ("First guess: \\boxed{42}. Checking: 6 * 7 - 1 = 41. The answer is 41.", "41", True),
-    ("\\boxed{42}\n#### 41", "41", True),
-    ("#### 48 #### 42", "42", True),
+    ("\\boxed{42}\nNo wait, 6 * 7 - 1 = 41.\n#### 41", "41", True),  # two values, settled by a retraction
+    ("#### 48 Hmm, let me recompute. #### 42", "42", True),
     ("#### 41 or 42\n#### 42", "42", True),
-    ("#### 42\n" * (MAX_MARKS + 1), "42", True),            # a looping completion is judged by its last line
+    ("#### 42\n" * (MAX_MARKS + 1), "42", True),  # a looping completion is judged by its last line
 ]
 
 
@@ -208,8 +386,8 @@ FINAL_NOT_A_NUMBER = [  # the final statement is the answer even when it holds n
     ("#### 42\n#### no solution", "42"),
     ("\\boxed{42}\nFinal answer: \\boxed{\\pi}", "42"),
     ("The answer is 42.\nOn reflection, the answer is undefined.", "42"),
-    ("\\boxed{42}\n\nSo the final answer is \\boxed{4", "42"),                    # a final box cut short
-    ("\\boxed{42}\n\\boxed{" + "1 + " * 80 + "1}", "42"),                         # an overlong final box
+    ("\\boxed{42}\n\nSo the final answer is \\boxed{4", "42"),  # a final box cut short
+    ("\\boxed{42}\n\\boxed{" + "1 + " * 80 + "1}", "42"),  # an overlong final box
     ("<think>\\boxed{42}</think>\n<answer>I am not sure</answer>", "42"),
     ("\\boxed{42} \\boxed{}", "42"),
     ("\\boxed{42}\n<answer>none</answer>", "42"),
@@ -222,14 +400,26 @@ def test_a_final_statement_without_a_number_pays_nothing(completion, gold):
     assert reward(completion, gold) == 0.0
 
 
-@pytest.mark.parametrize("completion", [
-    "The answer is 41 or 42.", "#### 41 or 42", r"\boxed{41 \text{ or } 42}", r"\boxed{41, 42}",
-    "The answer is 42. Or maybe 41.", "#### 42\nOr maybe 41.", r"\boxed{41} or \boxed{42}", "<answer>42 or 41</answer>",
-    "The answer is either 41 or \\boxed{42}.", "The answer is 42 (or 41).", "The answer is probably 42.",
-])
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "The answer is 41 or 42.",
+        "#### 41 or 42",
+        r"\boxed{41 \text{ or } 42}",
+        r"\boxed{41, 42}",
+        "The answer is 42. Or maybe 41.",
+        "#### 42\nOr maybe 41.",
+        r"\boxed{41} or \boxed{42}",
+        "<answer>42 or 41</answer>",
+        "The answer is either 41 or \\boxed{42}.",
+        "The answer is 42 (or 41).",
+        "The answer is probably 42.",
+    ],
+)
 def test_hedges_pay_nothing(completion):
     assert reward(completion, "42") == 0.0
     assert reward(completion, "41") == 0.0
+
 
 # ----------------------------------------------------------------------------- 2. the words around the final mark
 
@@ -242,31 +432,41 @@ WORDS_AROUND = [
     ("Is the answer \\boxed{42}?", "42", False),
     ("The answer is 42?", "42", False),
     ("If the answer were \\boxed{42}, the check would fail.", "42", False),
-    ("$x = -\\boxed{42}$", "42", False), ("$x = -\\boxed{42}$", "-42", False),
-    ("2\\boxed{21}", "42", False), ("2\\boxed{21}", "21", False),
-    ("\\boxed{42} \\times 10^3", "42", False), ("The mass is $\\boxed{42}\\times 10^{3}$ grams.", "42", False),
-    ("$\\boxed{42}^2$", "42", False), ("$\\boxed{5}!$", "5", False), ("\\boxed{42} + 1", "42", False),
-    ("$\\frac{\\boxed{42}}{2}$", "42", False), ("$\\sqrt{\\boxed{42}}$", "42", False),
-    ("x \\approx \\boxed{3.14}", "3.14", False), ("x < \\boxed{42}", "42", False),
+    ("$x = -\\boxed{42}$", "42", False),
+    ("$x = -\\boxed{42}$", "-42", False),
+    ("2\\boxed{21}", "42", False),
+    ("2\\boxed{21}", "21", False),
+    ("\\boxed{42} \\times 10^3", "42", False),
+    ("The mass is $\\boxed{42}\\times 10^{3}$ grams.", "42", False),
+    ("$\\boxed{42}^2$", "42", False),
+    ("$\\boxed{5}!$", "5", False),
+    ("\\boxed{42} + 1", "42", False),
+    ("$\\frac{\\boxed{42}}{2}$", "42", False),
+    ("$\\sqrt{\\boxed{42}}$", "42", False),
+    ("x \\approx \\boxed{3.14}", "3.14", False),
+    ("x < \\boxed{42}", "42", False),
     ("The answer is \\boxed{42} times 10.", "42", False),
     ("#### 42. No wait, it's 41.", "42", False),
     ("The answer is 42, wait, no: 41.", "42", False),
     ("#### 41 (the tempting \\boxed{42} is wrong)", "42", False),
-    ("\\boxed{\\boxed{42} - 1}", "42", False), ("\\boxed{\\boxed{42} - 1}", "41", False),
+    ("\\boxed{\\boxed{42} - 1}", "42", False),
+    ("\\boxed{\\boxed{42} - 1}", "41", False),
     ("\\boxed{\\boxed{42}\\cdot 2}", "42", False),
-    ("\\boxed{41 \\boxed{42}", "42", False),                 # the outer box never closes
+    ("\\boxed{41 \\boxed{42}", "42", False),  # the outer box never closes
     ("\\boxed{42}\n\nWait, that's wrong: 6 * 7 - 1 = 41.", "42", False),
     ("The answer is 42.\n\nHmm, actually I think I made a mistake in step 2.", "42", False),
     ("<answer>42</answer>\nWait, no.", "42", False),
     ("My first guess is \\boxed{42}.", "42", False),
-    ("Hmm, is the answer \\boxed{42}", "42", False),               # a clause that opens like a question
+    ("Hmm, is the answer \\boxed{42}", "42", False),  # a clause that opens like a question
     ("\\boxed{42}\n\nUnfortunately, this is not the right answer.", "42", False),
     ("\\boxed{42}\n\n(Not really; that's 41.)", "42", False),
     ("The answer is 42; no, 41.", "42", False),
     ("\\boxed{42}\n\nJust kidding, it's 41.", "42", False),
     ("The answer is 42 \u2717", "42", False),
     ("\\boxed{42}\n\nOn second thought, 41.", "42", False),
-    ("\\boxed{42}\\,\\text{thousand}", "42", False), ("\\boxed{42}:41", "42", False), ("\\boxed{42},41", "42", False),
+    ("\\boxed{42}\\,\\text{thousand}", "42", False),
+    ("\\boxed{42}:41", "42", False),
+    ("\\boxed{42},41", "42", False),
     # the same marks with clean words around them are paid
     ("So $x = \\boxed{42}$.", "42", True),
     ("Thus the answer is $\\boxed{42}$ apples.", "42", True),
@@ -279,15 +479,18 @@ WORDS_AROUND = [
     ("The answer is 42. Let me know if you have any other questions!", "42", True),
     ("\\boxed{\\boxed{42}}", "42", True),
     ("I'm not sure, but the answer is \\boxed{42}.", "42", True),  # doubt in an earlier clause
-    ("So \\boxed{42} is the answer.", "42", True), ("Thus $\\boxed{42}$ is the total number of eggs.", "42", True),
+    ("So \\boxed{42} is the answer.", "42", True),
+    ("Thus $\\boxed{42}$ is the total number of eggs.", "42", True),
     ("The answer is 42 \u2705", "42", True),
-    ("The answer is $42$, not $41$.", "42", True), ("The answer is 41, not 42.", "42", False),
+    ("The answer is $42$, not $41$.", "42", True),
+    ("The answer is 41, not 42.", "42", False),
 ]
 
 
 @pytest.mark.parametrize("completion, gold, paid", WORDS_AROUND)
 def test_words_around_the_final_mark(completion, gold, paid):
     check([(completion, gold, paid)])
+
 
 # ----------------------------------------------------------------------------- 3. what is not an answer
 
@@ -300,7 +503,7 @@ NOT_ANSWERS = [
     ("The answer is \\boxed{41} <!-- not \\boxed{42} -->", "41", True),
     ("% \\boxed{42}\nI cannot determine the value.", "42", False),
     ("\\boxed{41} % \\boxed{42}", "41", True),
-    ("It rose by 50%.\n#### 50", "50", True),               # a percent sign is not a comment
+    ("It rose by 50%.\n#### 50", "50", True),  # a percent sign is not a comment
     ("Half, 50% of 36, is 18. #### 18", "18", True),
     ("Half, 50 % of 36, is 18. #### 18", "18", True),
     ("~~The answer is 42~~ The answer is 41.", "41", True),
@@ -315,7 +518,7 @@ NOT_ANSWERS = [
     ("Let me restate it.\nQuestion: How many eggs does Janet sell?\n" + COT + "#### 18", "18", True),
     ("#### Step 1: Multiply\n6 * 7 = 42\n#### 42", "42", True),
     ("#### 42\n\n#### Step 2: Check", "42", True),
-    ("#### 1. Compute\n6 * 7 = 42", "1", False),              # a numbered heading is not an answer
+    ("#### 1. Compute\n6 * 7 = 42", "1", False),  # a numbered heading is not an answer
     ("#### 2) Sum\nso the answer is 42", "2", False),
     ("#### Final Answer\n\n**42**", "42", True),
 ]
@@ -326,18 +529,22 @@ def test_what_is_not_an_answer(completion, gold, paid):
     check([(completion, gold, paid)])
 
 
-@pytest.mark.parametrize("text, answer", [
-    ("#### 42\n\nQuestion: What is 2 + 2?\n#### 4", "42"),
-    ("#### 42\nQ: next one\n#### 7", "42"),
-    ("#### 42\n   Q: next one\n#### 7", "42"),
-    ("#### 42<|endoftext|>#### 43", "42"),
-    ("#### 42 <|endoftext|> and #### 42", "42"),
-    ("<|endoftext|>#### 42", None),
-    ("The Q: value is 4\n#### 4", "4"),                      # not at a line start: no run-on
-    ("Q: What is 6 * 7?\nA: 6 * 7 = 42\n#### 42\n\nQ: What is 2 + 2?\nA: #### 4", "42"),
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("#### 42\n\nQuestion: What is 2 + 2?\n#### 4", "42"),
+        ("#### 42\nQ: next one\n#### 7", "42"),
+        ("#### 42\n   Q: next one\n#### 7", "42"),
+        ("#### 42<|endoftext|>#### 43", "42"),
+        ("#### 42 <|endoftext|> and #### 42", "42"),
+        ("<|endoftext|>#### 42", None),
+        ("The Q: value is 4\n#### 4", "4"),  # not at a line start: no run-on
+        ("Q: What is 6 * 7?\nA: 6 * 7 = 42\n#### 42\n\nQ: What is 2 + 2?\nA: #### 4", "42"),
+    ],
+)
 def test_run_on_is_cut(text, answer):
     assert extract_answer(text) == answer
+
 
 # ----------------------------------------------------------------------------- 4. formats models write
 
@@ -349,7 +556,7 @@ ANSWER_TAGS = [
     ("<think>9 * 2 = 18</think><answer>The answer is 18.</answer>", "18", True),
     ("<think>9 * 2 = 18</think><answer>$\\boxed{18}$</answer>", "18", True),
     ("<think>9 * 2 = 18</think><answer>$18 dollars</answer>", "18", True),
-    ("First compute 9 * 2.\n</think>\n<answer>18</answer>", "18", True),   # the prompt opened <think>
+    ("First compute 9 * 2.\n</think>\n<answer>18</answer>", "18", True),  # the prompt opened <think>
     ("<think>9 * 2 = 18</think>\n<answer>19</answer>", "18", False),
     ("<think>9 * 2 = 18</think>\n<answer>18 or 19</answer>", "18", False),
     ("<think>9 * 2 = 18</think>\n<answer>\\boxed{18} - 1</answer>", "18", False),
@@ -385,8 +592,10 @@ PHRASES = [
     (COT + "Answer = 18", "18", True),
     (COT + "The answer is 18.", "19", False),
     (COT + "The answer is 180.", "18", False),
-    (COT + "The answer is eighteen.", "18", False),
-    (COT + "So Janet makes $18 every day.", "18", False),   # no answer mark: read only with last_number=True
+    (COT + "The answer is eighteen.", "18", True),
+    (COT + "The answer is eighteen.", "19", False),  # rule 13
+    (COT + "So Janet makes $18 every day.", "18", True),  # a concluding sentence (rule 4)
+    (COT + "Janet makes $18 every day.", "18", False),  # no answer statement: read only with last_number=True
 ]
 LATEX_NUMBERS = [
     ("The slope is $\\frac34$, so the answer is $\\boxed{\\frac34}$.", "0.75", True),
@@ -412,8 +621,10 @@ NOUNS_AND_EQUATIONS = [
     ("Solving gives $\\boxed{x = 5}$.", "5", True),
     ("So $\\boxed{x = 5 + 5 + 1 = 11}$.", "11", True),
     ("The answer is x = 5 + 6 = 11.", "11", True),
-    ("The answer is 42 dozen.", "42", False), ("The answer is 3 dozen.", "36", True),
-    ("The answer is 42 thousand.", "42", False), ("The answer is $1.2 million.", "1200000", True),
+    ("The answer is 42 dozen.", "42", False),
+    ("The answer is 3 dozen.", "36", True),
+    ("The answer is 42 thousand.", "42", False),
+    ("The answer is $1.2 million.", "1200000", True),
     ("The answer is 11 = 5 + 6.", "11", False),
     ("$\\boxed{x = 5, y = 3}$", "3", False),
 ]
@@ -426,7 +637,7 @@ ANSWER_SENTENCES = [  # an answer written as a sentence is read when it holds on
     (COT + "The answer is 18 eggs sold at the market each day.", "18", True),
     ("The answer is forty-two (42).", "42", True),
     ("The temperature at noon was 5 degrees. Answer: The temperature fell to -3 degrees.", "-3", True),
-    ("Answer: Kim has 12 more boxes than Sam.", "12", False),       # a difference, not a total
+    ("Answer: Kim has 12 more boxes than Sam.", "12", False),  # a difference, not a total
     ("Answer: Janet makes $18 a day, or $126 a week.", "18", False),  # two numbers
     ("Answer: It is not 42.", "42", False),
     ("The answer is the 42nd prime.", "42", False),
@@ -473,12 +684,19 @@ def test_a_comma_group_of_three_is_a_thousands_separator():
     assert reward(r"\boxed{3, 125}", "3125") == 0.0 and reward(r"\boxed{3,12}", "312") == 0.0
 
 
-@pytest.mark.parametrize("style", [
-    "{body}\n#### {gold}", "{body}\nTherefore, the final answer is $\\boxed{{{gold}}}$.",
-    "{body}\nThe final answer is: $\\boxed{{{gold}}}$<|eot_id|>", "<think>\n{body}\n</think>\n<answer>{gold}</answer>",
-    "{body}\nFinal Answer: The final answer is ${gold}$. I hope it is correct.", "{body}\n\n**Answer:** {gold}",
-    "{body}\nThe answer is {gold}.<|im_end|>", "{body}\n\\[\n\\boxed{{{gold}}}\n\\]",
-])
+@pytest.mark.parametrize(
+    "style",
+    [
+        "{body}\n#### {gold}",
+        "{body}\nTherefore, the final answer is $\\boxed{{{gold}}}$.",
+        "{body}\nThe final answer is: $\\boxed{{{gold}}}$<|eot_id|>",
+        "<think>\n{body}\n</think>\n<answer>{gold}</answer>",
+        "{body}\nFinal Answer: The final answer is ${gold}$. I hope it is correct.",
+        "{body}\n\n**Answer:** {gold}",
+        "{body}\nThe answer is {gold}.<|im_end|>",
+        "{body}\n\\[\n\\boxed{{{gold}}}\n\\]",
+    ],
+)
 def test_gsm8k_solutions_in_each_model_style(style):
     for row in GSM8K:
         body, _, gold = row["answer"].rpartition("####")
@@ -487,12 +705,19 @@ def test_gsm8k_solutions_in_each_model_style(style):
         assert reward(style.format(body=body, gold=gold), str(parse_number(gold) + 1)) == 0.0
 
 
-@pytest.mark.parametrize("text, answer", [
-    ("6 * 7 = 42", "42"), ("in total 1,234 apples", "1,234"), ("it falls to -5 degrees", "-5"),
-    ("10-5=5", "5"), ("it costs $3.50.", "3.50"), ("no numbers at all", None),
-    ("#### 42\nthen 7 more", "42"),                          # a mark still wins
-    ("<think>6 * 7 = 42</think>\nIt is 41.", "41"),          # read after thinking is dropped
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("6 * 7 = 42", "42"),
+        ("she counts 1,234 apples", "1,234"),
+        ("it falls to -5 degrees", "-5"),
+        ("10-5=5", "5"),
+        ("it costs $3.50.", "3.50"),
+        ("no numbers at all", None),
+        ("#### 42\nthen 7 more", "42"),  # a mark still wins
+        ("<think>6 * 7 = 42</think>\nIt is 41.", "41"),  # read after thinking is dropped
+    ],
+)
 def test_last_number_fallback_is_behind_a_flag(text, answer):
     assert extract_answer(text, last_number=True) == answer
     if answer is not None and "####" not in text:
@@ -504,23 +729,257 @@ def test_last_number_never_overrides_a_final_statement():
     assert extract_answer(text, last_number=True) == "no solution"
     assert reward(text, "7", last_number=True) == 0.0 and reward(text, "42", last_number=True) == 0.0
 
+
+# ----------------------------------------------------------------------------- 5. concluding sentences (rule 4)
+
+
+CONCLUDING = [  # the last sentence, when it opens with a conclusion or states "the <quantity> is N"
+    (COT + "So, Janet makes $18 every day at the farmers' market.", "18", True),
+    ("The bakery makes 310 loaves a day for 4 days.\nSo, the shop sells 1,240 loaves a week.", "1240", True),
+    ("It fills at 50 litres a minute for 50 minutes.\n\nTherefore the tank holds 2,500 litres.", "2500", True),
+    ("Dividing 17 by 7 gives a quotient of 2, which means the remainder is \\( r = 3 \\).", "3", True),
+    ("Ann has 5 apples and Ben has 7.\nIn total, they have 5 + 7 = 12 apples.", "12", True),  # an equation's last side
+    ("Altogether, Kim has $4 \\times 6 = 24$ stickers.", "24", True),
+    ("Thus, the total cost of the trip is $\\$45$.", "45", True),
+    ("Hence the number of students who passed is 24", "24", True),
+    ("The total number of eggs left is 16 - 3 - 4 = 9.", "9", True),
+    ("Each box holds 6 pens, and there are 8 boxes, so 48 pens in all.", "48", True),
+    ("**So, the farmer has 36 cows left.**", "36", True),
+    ("一共有 3 个盒子，每个 14 个。\n所以，小明一共有42个苹果。", "42", True),
+    ("#### 17\nWait, I forgot the last step. So she has 18 eggs.", "18", True),  # a later statement wins
+    ("\\boxed{18}\n\nSo, Janet makes $18 every day.", "18", True),
+    ("\\boxed{18}\n\nSo in 2 days she makes 36 dollars.", "18", True),  # two numbers: not a statement
+    ("The bakery makes 310 loaves a day.\nSo, the shop sells 1,240 loaves a week.", "1200", False),
+    ("So in 7 days the shop sells 1,240 loaves.", "1240", False),  # two numbers
+    ("So she makes $18 a day. Let me know if you need more help!", "18", False),  # not the last sentence
+    (COT + "Janet makes $18 every day.", "18", False),  # no conclusion
+    ("So she probably makes $18 a day.", "18", False),  # doubt
+    ("So Kim has 12 more boxes than Sam.", "12", False),  # a comparison
+    ("So the total is 18?", "18", False),
+    ("#### 18\nSo maybe it is 17.", "18", False),  # a hedge of the answer before is refused, not passed over
+    ("#### 18\nSo maybe it is 17.", "17", False),
+    ("My teacher says the total is 60.", "60", False),  # someone else's words
+    ("So if every crate were full, the total would be 60.", "60", False),  # a condition
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", CONCLUDING)
+def test_concluding_sentences(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+def test_a_concluding_sentence_earns_no_format_bonus():
+    assert reward("So, she makes $18 a day.", "18", format_bonus=0.1) == 1.0
+
+
+# ----------------------------------------------------------------------------- 6. more ways to write a number
+
+
+NEW_FORMS = [  # rule 10: degrees with a unit; rule 13: mixed numbers, powers of ten, number words
+    (r"-4^\circ\text{C}", -4),
+    (r"12^{\circ}\mathrm{F}", 12),
+    ("12°F", 12),
+    ("100 \u2103", 100),
+    (r"-4^\circ C", -4),
+    ("37 degrees Celsius", 37),
+    (r"2\frac{1}{2}", F(5, 2)),
+    (r"3\tfrac14", F(13, 4)),
+    ("7 1/2", F(15, 2)),
+    ("7 1/2 hours", F(15, 2)),
+    (r"-2\frac{1}{2}", F(-5, 2)),
+    (r"1\dfrac{3}{4} cups", F(7, 4)),
+    (r"2 \frac{1}{3}", F(7, 3)),
+    (r"1.35 \times 10^4", 13500),
+    (r"2.5 \cdot 10^{-2}", F(1, 40)),
+    ("3 × 10^6", 3000000),
+    (r"1.2 \times 10^{3} kg", 1200),
+    ("forty-eight", 48),
+    ("eighteen", 18),
+    ("Forty-two apples", 42),
+    ("one hundred and five", 105),
+    ("two thousand three hundred forty-five", 2345),
+    ("twelve hundred", 1200),
+    ("zero", 0),
+    ("two dozen", 24),
+    ("nine thousand nine hundred and ninety-nine", 9999),
+    ("one hundred thousand", 100000),
+    ("seven", 7),
+]
+NEW_NOT_NUMBERS = [
+    r"2\frac{3}{2}",
+    "7 3/2",
+    "1 2/3/4",
+    r"2 \sqrt{2}",
+    r"2\frac{1}{0}",  # the fraction of a mixed number is proper
+    r"1.35 \times 10",
+    r"1.35 \times 11^4",
+    "1e4",
+    r"90^\circ\text{X}",
+    "forty-two and a half",
+    "one two",
+    "twenty twelve",
+    "hundred",
+    "and five",
+    "five and",
+    "forty forty",
+    "a few",
+    "seventy-eleven",
+]
+
+
+@pytest.mark.parametrize("s, value", NEW_FORMS)
+def test_new_number_forms(s, value):
+    assert parse_number(s) == value
+
+
+@pytest.mark.parametrize("s", NEW_NOT_NUMBERS)
+def test_new_number_forms_not_numbers(s):
+    assert parse_number(s) is None
+
+
+IN_COMPLETIONS = [
+    ("The temperature falls to $\\boxed{-4^\\circ\\text{C}}$.", "-4", True),
+    ("The temperature falls to $\\boxed{-4^\\circ\\text{C}}$.", "4", False),
+    ("So the water is at $\\boxed{12^{\\circ}\\mathrm{F}}$.", "12", True),
+    ("<answer>7 1/2 hours</answer>", "15/2", True),
+    ("<answer>7 1/2 hours</answer>", "7", False),
+    ("<answer>7 1/2 hours</answer>", "1/2", False),
+    ("The answer is $2\\frac{1}{2}$ cups.", "2.5", True),
+    ("$\\boxed{2\\frac{1}{2}}$", "1", False),
+    ("$\\boxed{3\\tfrac14}$", "13/4", True),
+    ("The answer is $1.35 \\times 10^4$.", "13500", True),
+    ("The answer is $1.35 \\times 10^4$.", "1.35", False),
+    ("The answer is forty-eight.", "48", True),
+    ("The answer is forty-eight.", "40", False),
+    ("#### twelve hundred", "1200", True),
+    # other-language markers (rule 4)
+    ("一共有 3 个盒子。\n答：小明一共有 42 个苹果。", "42", True),
+    ("所以答案是 $\\boxed{42}$。", "42", True),
+    ("因此，答案是42。", "42", True),
+    ("答案为 42", "42", True),
+    ("答え：42", "42", True),
+    ("答えは42です。", "42", True),
+    ("6 mal 7 ist 42.\nDie Antwort ist 42.", "42", True),
+    ("**Antwort:** 42", "42", True),
+    ("Respuesta: 42", "42", True),
+    ("La respuesta es 42.", "42", True),
+    ("Réponse : 42", "42", True),
+    ("Ответ: 42", "42", True),
+    ("答：41", "42", False),
+    ("La respuesta es 41.", "42", False),
+    ("Antwort: 41 oder 42", "42", False),
+    ("解答：16 - 3 - 4 = 9\n9 × 2 = 18", "9", False),  # 解答 (solution) opens the work; it is no answer marker
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", IN_COMPLETIONS)
+def test_new_forms_in_completions(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+# ----------------------------------------------------------------------------- 7. conflicts and asides (rules 5, 6)
+
+
+CONFLICTS = [  # (completion, the golds it is paid for): two final values with nothing that settles them pay nothing
+    ("Final Answer: 18\nFinal Answer: 17", ()),
+    ("<answer>18</answer>\n<answer>17", ()),  # an unclosed tag after a closed one
+    ("(a) \\boxed{3}\n(b) \\boxed{5}", ()),  # boxed sub-answers
+    ("The speed is \\boxed{30} km/h and the time is \\boxed{2} hours.", ()),
+    ("#### 48 #### 42", ()),
+    ("\\boxed{42}\n#### 41", ()),
+    ("\\boxed{\\boxed{41}} \\boxed{42}", ()),
+    ("The answer is 18.\nThe answer is 17.", ()),
+    ("Final Answer: 18\nWait, I double counted. Final Answer: 17", ("17",)),  # a retraction settles it
+    ("\\boxed{41}\nLet me recompute: 6 * 7 = 42, so the answer is \\boxed{42}.", ("42",)),
+    ("The answer is 18.\nSo the answer is 17.", ("17",)),  # so settles it
+    ("First guess: \\boxed{42}. Checking: 6 * 7 - 1 = 41. The answer is 41.", ("41",)),  # the first was a guess
+    ("\\boxed{42} and again \\boxed{42}", ("42",)),  # the same value twice
+    ("#### 42\n\\boxed{42.0}", ("42",)),
+    ("The answer is 17 apples.\nTherefore, the final answer is $\\boxed{17}$.", ("17",)),
+]
+ASIDES = [  # a mark in a condition, an example or someone else's words is not a statement
+    ("If every crate were full it would be \\boxed{60}; since two are empty the total is 48.", ("48",)),
+    ("If every crate were full, it would be \\boxed{60}.", ()),
+    ("In a similar problem the answer was \\boxed{60}. Here there are 8 crates of 6, so 48 apples.", ("48",)),
+    ("My teacher says the answer is 60, but I get 48.", ()),  # "I get 48" is no statement either
+    (
+        "For example, if each box held 5, the answer would be \\boxed{20}. Here each holds 6, so the total is 24.",
+        ("24",),
+    ),
+    ("According to the book, the answer is \\boxed{60}.", ()),
+    ("Suppose the answer is \\boxed{60}; then 60 / 8 is not whole, so that fails.", ()),
+    ("\\boxed{48}\n\nIf every crate were full, it would have been 60 instead.", ("48",)),
+    ("Tom claims the answer is 60. Checking: 8 * 6 = 48.\n#### 48", ("48",)),
+]
+
+
+@pytest.mark.parametrize("completion, paid", CONFLICTS + ASIDES)
+def test_conflicts_and_asides(completion, paid):
+    for gold in ("2", "3", "5", "17", "18", "20", "24", "30", "41", "42", "48", "60"):
+        assert reward(completion, gold) == float(gold in paid), (completion, gold)
+
+
+# ----------------------------------------------------------------------------- 8. long sentences (rule 8's windows)
+
+LONG = (  # an R1 summary: one 317-character sentence with inline math, the box at its end
+    "To put the whole argument in one sentence: since the primes \\( p = 11 \\) and \\( q = 13 \\) satisfy "
+    "\\( p + q = 24 \\) and \\( q - p = 2 \\) for the twin pair whose product \\( n = p \\cdot q \\) lies between "
+    "\\( 100 \\) and \\( 150 \\), with \\( n = 11 \\cdot 13 \\) in this case, the number the problem asks for is "
+    "\\(\\boxed{143}\\)."
+)
+
+
+def test_a_long_final_sentence_is_read_wherever_its_clause_window_starts():
+    """Cutting k characters before its last clause moves the 100-character window before the box over every point of
+    the sentence (inside words, inside \\( \\)): the verdict never changes ("for" cut to "or" is no doubt)."""
+    assert len(LONG) > 300
+    cut = LONG.index("the number the problem")
+    for k in range(cut):
+        assert reward(LONG[: cut - k] + LONG[cut:], "143") == 1.0, k
+        assert reward(LONG[: cut - k] + LONG[cut:], "142") == 0.0, k
+
+
+def test_a_clause_break_inside_inline_math_is_no_break():
+    assert reward("Maybe \\( x, \\text{so } y \\) is \\(\\boxed{4}\\).", "4") == 0.0  # the clause starts at Maybe
+    assert reward("Maybe not. So \\( x, \\text{so } y \\) is \\(\\boxed{4}\\).", "4") == 1.0
+
+
+def test_the_sentence_window_after_an_answer_ends_at_a_word():
+    """With no sentence end within MAX_ANSWER_CHARS of the answer, the window after it is cut at a space, so a
+    word cut there (`north` to `nor`) reads as no doubt."""
+    for k in range(220):
+        assert reward("The answer is \\boxed{42} " + "x" * k + " and then the north road goes on", "42") == 1.0, k
+
+
 # ----------------------------------------------------------------------------- reward
 
 
-@pytest.mark.parametrize("completion, gold, r", [
-    ("6 * 7 = 42\n#### 42", "42", 1.0),
-    ("6 * 7 = 42\n#### 43", "42", 0.0),
-    ("#### 420", "42", 0.0), ("#### 4", "42", 0.0), ("#### 42", "4", 0.0),  # no substrings
-    ("42 is tempting, but 6 * 7 = 43\n#### 43", "42", 0.0),              # distractor numbers
-    ("42, 420 and 4200 appear\n#### 4200", "4200", 1.0),
-    ("#### 41 or 42", "42", 0.0), ("#### 42, 43", "42", 0.0),            # hedges
-    ("####", "0", 0.0), ("", "0", 0.0), (r"\boxed{}", "0", 0.0), ("#### $", "0", 0.0),
-    ("#### 0", "0", 1.0), ("#### -0", "0", 1.0),
-    ("#### 1,450,000", "1450000", 1.0), ("#### 1450000", "1,450,000", 1.0),
-    ("#### \u22123", "-3", 1.0), ("#### 0.75", r"\frac{3}{4}", 1.0),
-    ("#### 42", 42, 1.0),
-    ("6 * 7 = 42", "42", 0.0),                                            # no mark, no flag
-])
+@pytest.mark.parametrize(
+    "completion, gold, r",
+    [
+        ("6 * 7 = 42\n#### 42", "42", 1.0),
+        ("6 * 7 = 42\n#### 43", "42", 0.0),
+        ("#### 420", "42", 0.0),
+        ("#### 4", "42", 0.0),
+        ("#### 42", "4", 0.0),  # no substrings
+        ("42 is tempting, but 6 * 7 = 43\n#### 43", "42", 0.0),  # distractor numbers
+        ("42, 420 and 4200 appear\n#### 4200", "4200", 1.0),
+        ("#### 41 or 42", "42", 0.0),
+        ("#### 42, 43", "42", 0.0),  # hedges
+        ("####", "0", 0.0),
+        ("", "0", 0.0),
+        (r"\boxed{}", "0", 0.0),
+        ("#### $", "0", 0.0),
+        ("#### 0", "0", 1.0),
+        ("#### -0", "0", 1.0),
+        ("#### 1,450,000", "1450000", 1.0),
+        ("#### 1450000", "1,450,000", 1.0),
+        ("#### \u22123", "-3", 1.0),
+        ("#### 0.75", r"\frac{3}{4}", 1.0),
+        ("#### 42", 42, 1.0),
+        ("6 * 7 = 42", "42", 0.0),  # no mark, no flag
+    ],
+)
 def test_reward(completion, gold, r):
     assert reward(completion, gold) == r
 
@@ -530,24 +989,29 @@ def test_last_number_flag_in_reward():
     assert reward("6 * 7 = 42", "42", last_number=True) == 1.0
 
 
-@pytest.mark.parametrize("completion, gold, r", [
-    ("6 * 7 = 42\n#### 42", "42", 1.1),
-    ("6 * 7 = 42\n#### 42\n\n", "42", 1.1),
-    ("6 * 7 = 43\n#### 43", "42", 0.1),                 # format is paid apart from correctness
-    ("So the answer is $\\boxed{42}$.", "42", 1.1),
-    ("<think>6 * 7</think>\n<answer>\n42\n</answer>", "42", 1.1),
-    ("#### 42\nthat is all", "42", 1.0),                # the mark is not on the last line
-    ("The answer is 42.", "42", 1.0),                   # prose is not a well-formed answer line
-    ("The answer is 42.\n####", "42", 1.0),             # `####` alone holds no answer
-    ("#### forty-two", "42", 0.0),                      # not parseable
-    ("#### 48\n#### 42", "42", 1.1),                    # the last answer, well formed
-    ("#### 41 or 42", "42", 0.0),                       # a hedge earns no bonus
-    ("#### 42\n\nQuestion: and 2 + 2?", "42", 1.1),     # judged after the run-on cut
-    ("#### 42<|im_end|>", "42", 1.1),
-])
+@pytest.mark.parametrize(
+    "completion, gold, r",
+    [
+        ("6 * 7 = 42\n#### 42", "42", 1.1),
+        ("6 * 7 = 42\n#### 42\n\n", "42", 1.1),
+        ("6 * 7 = 43\n#### 43", "42", 0.1),  # format is paid apart from correctness
+        ("So the answer is $\\boxed{42}$.", "42", 1.1),
+        ("<think>6 * 7</think>\n<answer>\n42\n</answer>", "42", 1.1),
+        ("#### 42\nthat is all", "42", 1.0),  # the mark is not on the last line
+        ("The answer is 42.", "42", 1.0),  # prose is not a well-formed answer line
+        ("The answer is 42.\n####", "42", 1.0),  # `####` alone holds no answer
+        ("#### many", "42", 0.0),  # not parseable
+        ("#### forty-two", "42", 1.1),  # number words parse (rule 13)
+        ("#### 48\nWait, 6 * 7 = 42.\n#### 42", "42", 1.1),  # the last answer, well formed
+        ("#### 48\n#### 42", "42", 0.0),  # a conflict (rule 6): no answer, no bonus
+        ("#### 41 or 42", "42", 0.0),  # a hedge earns no bonus
+        ("#### 42\n\nQuestion: and 2 + 2?", "42", 1.1),  # judged after the run-on cut
+        ("#### 42<|im_end|>", "42", 1.1),
+    ],
+)
 def test_format_bonus(completion, gold, r):
     assert reward(completion, gold, format_bonus=0.1) == pytest.approx(r)
-    assert reward(completion, gold) == math.floor(r)    # off by default
+    assert reward(completion, gold) == math.floor(r)  # off by default
 
 
 @pytest.mark.parametrize("bonus", [-0.1, 0.11, 1.0])
@@ -567,8 +1031,7 @@ def test_rewards_with_one_gold_per_group():
     completions = ["#### 1", "#### 2", "#### 1", "#### 5", "#### 5", "#### 1"]
     r = rewards(completions, ["1", "5"])  # (B*G,)
     assert r.tolist() == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
-    assert rewards(completions, ["1", "5"], format_bonus=0.1).view(B, G)[1].tolist() == \
-        pytest.approx([1.1, 1.1, 0.1])
+    assert rewards(completions, ["1", "5"], format_bonus=0.1).view(B, G)[1].tolist() == pytest.approx([1.1, 1.1, 0.1])
 
 
 @pytest.mark.parametrize("n_golds", [0, 4, 7])
@@ -577,6 +1040,7 @@ def test_rewards_and_correct_reject_golds_that_do_not_divide_the_batch(n_golds):
         rewards(["#### 1"] * 6, ["1"] * n_golds)
     with pytest.raises(ValueError):
         correct(["#### 1"] * 6, ["1"] * n_golds)
+
 
 # ----------------------------------------------------------------------------- correctness is not reward
 
@@ -596,6 +1060,54 @@ def test_correct_ignores_the_format_bonus():
     assert r.tolist() == pytest.approx([0.1, 1.1, 1.0])
     assert correct(completions, ["42"] * 3).tolist() == [False, True, True]
 
+
+# ----------------------------------------------------------------------------- the named rewards and their golds
+
+
+def test_expand_golds_gives_row_b_times_G_plus_g_the_gold_of_prompt_b():
+    assert expand_golds(["7", "9"], 6) == ["7", "7", "7", "9", "9", "9"]  # B = 2 prompts, G = 3
+    assert expand_golds(["1", "2", "3"], 3) == ["1", "2", "3"]  # already one per completion
+    for golds, N in ([], 4), (["1", "2"], 3), (["1"] * 4, 6):
+        with pytest.raises(ValueError, match="one gold per completion or per group"):
+            expand_golds(golds, N)
+
+
+def partial_credit(completions, golds, *, format_bonus=0.0):
+    """A fork's reward, written with the public helpers: 1 - min(1, |pred - gold| / |gold|) for a final answer (0 for
+    none, or for a gold of 0 unless exact), plus the verifier's format bonus."""
+    out = []
+    for completion, gold in zip(completions, golds):
+        pred, value = parse_number(extract_answer(completion)), parse_number(gold)
+        if pred is None:
+            credit = 0.0
+        else:
+            credit = float(pred == value) if value == 0 else 1 - min(1, float(abs(pred - value) / abs(value)))
+        out.append(credit + reward(completion, gold, format_bonus=format_bonus) - reward(completion, gold))
+    return torch.tensor(out, dtype=torch.float32)  # (N,)
+
+
+def test_a_fork_registers_a_partial_credit_reward():
+    registry = {**REWARDS, "partial": partial_credit}  # a fork's copy of the registry; train.py picks by --reward
+    assert "partial" not in REWARDS and registry["verifier"] is rewards
+    completions = ["#### 40", "#### 30", "So she has 12 left.", "I do not know.", "#### 0", "#### 1"]  # B = 3, G = 2
+    golds = expand_golds(["40", "10", "0"], len(completions))
+    r = registry["partial"](completions, golds)
+    assert r.dtype == torch.float32 and r.shape == (6,)
+    assert r.tolist() == pytest.approx([1.0, 0.75, 0.8, 0.0, 1.0, 0.0])
+    assert registry["partial"](completions, golds, format_bonus=0.1).tolist() == pytest.approx(
+        [1.1, 0.85, 0.8, 0.0, 1.1, 0.1]
+    )
+    assert correct(completions, golds).tolist() == [True, False, False, False, True, False]  # accuracy is not reward
+
+
+@pytest.mark.parametrize("name", REWARDS)
+def test_every_registered_reward_takes_the_same_arguments(name):
+    completions, golds = ["#### 1", "#### 2", "The answer is 3."], ["1", "0", "3"]
+    r = REWARDS[name](completions, golds, format_bonus=0.1)
+    assert r.dtype == torch.float32 and r.shape == (3,)
+    assert r.tolist() == pytest.approx([1.1, 0.1, 1.0])
+
+
 # ----------------------------------------------------------------------------- hostile input
 
 MB = 1_000_000
@@ -609,7 +1121,7 @@ def fill(unit, prefix="", suffix=""):
 HOSTILE = {  # name: (text, reward against gold "42")
     "digits": (fill("7"), 0.0),
     "#### then digits": (fill("9", "#### "), 0.0),
-    "many ####": (fill("#### 42 "), 1.0),                    # judged by its last mark
+    "many ####": (fill("#### 42 "), 1.0),  # judged by its last mark
     "many #### headings": (fill("#### Step "), 0.0),
     "many \\boxed{": (fill("\\boxed{"), 0.0),
     "\\boxed{ then open braces": (fill("{", "\\boxed{"), 0.0),
@@ -625,12 +1137,17 @@ HOSTILE = {  # name: (text, reward against gold "42")
     "many comments": (fill("<!-- % ~~ "), 0.0),
     "many <think>": (fill("<think>"), 0.0),
     "newlines and spaces": (fill("\n    "), 0.0),
-    "unicode": (fill("\u00e9\u4e2d\U0001F600\u2212\u0130"), 0.0),
+    "unicode": (fill("\u00e9\u4e2d\U0001f600\u2212\u0130"), 0.0),
     "answer after 1 MB of work": (fill("x", "", "\n#### 42"), 1.0),
     "answer after 1 MB of digits": (fill("1", "", "\n#### 42"), 1.0),
     "box after 1 MB of braces": (fill("{}", "", " \\boxed{42}"), 1.0),
     "answer then 1 MB of retraction words": (fill("wait ", "#### 42\n"), 0.0),
     "answer then 1 MB line": (fill("x", "The answer is 42 "), 0.0),
+    "many concluding sentences": (fill("So it is 42. "), 1.0),
+    "a 1 MB sentence of conclusion words": (fill("so 4 "), 0.0),  # too long to be a concluding sentence
+    "many \\( \\) with commas": (fill("\\( p, q \\) "), 0.0),
+    "many if-clauses then a box": (fill("if 1, ", "", "\\boxed{42}"), 0.0),  # the box is in a condition
+    "many 答：": (fill("答：42 "), 1.0),
 }
 
 
@@ -641,6 +1158,7 @@ def test_one_megabyte_input_returns(name):
     assert reward(text, "42") == r
     answer = extract_answer(text, last_number=True)
     assert answer is None or isinstance(answer, str)
+
 
 # ----------------------------------------------------------------------------- real GSM8K
 
@@ -674,6 +1192,7 @@ def test_gsm8k_sample_is_thirty_problems_with_its_licence():
     assert len(GSM8K) == 30
     assert "MIT License" in (DATA / "GSM8K_LICENSE").read_text()
     assert any("," in gold_of(row) for row in GSM8K) and any("-" in gold_of(row) for row in GSM8K)
+
 
 # ----------------------------------------------------------------------------- the rules of the code
 

@@ -2,6 +2,7 @@
 the teacher's slips and check lines, the verifier paying exactly the unslipped solutions) and read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file)."""
+
 import json
 import random
 import re
@@ -31,6 +32,7 @@ def steps_hold(lines, pattern):
         assert int(a) + (int(b) if op == "+" else -int(b)) == int(c), line
     return True
 
+
 # ----------------------------------------------------------------------------- make_problem
 
 
@@ -38,14 +40,22 @@ def test_make_problem_for_a_fixed_seed():
     """Published runs depend on this stream: the same seed gives the same problems, draw for draw."""
     rng = random.Random(0)
     assert [tuple(make_problem(rng, 3, 0.3, 0.5)) for _ in range(3)] == [
-        ("Ned has 2 stamps, gives away 1, gets 5 more. How many stamps now?",
-         "2-1=1\ncheck: 1+1=2\n1+5=6\n#### 6", "6"),
+        (
+            "Ned has 2 stamps, gives away 1, gets 5 more. How many stamps now?",
+            "2-1=1\ncheck: 1+1=2\n1+5=6\n#### 6",
+            "6",
+        ),
         ("Gus has 4 eggs, gets 2 more, gets 9 more. How many eggs now?", "4+2=6\n6+9=15\n#### 15", "15"),
-        ("Eli has 3 books, gets 6 more, gets 7 more, gives away 4. How many books now?",
-         "3+6=9\ncheck: 9-6=3\n9+7=16\ncheck: 16-7=9\n16-4=12\n#### 12", "12")]
+        (
+            "Eli has 3 books, gets 6 more, gets 7 more, gives away 4. How many books now?",
+            "3+6=9\ncheck: 9-6=3\n9+7=16\ncheck: 16-7=9\n16-4=12\n#### 12",
+            "12",
+        ),
+    ]
     assert rng.random() == 0.8653099277716401  # and no more numbers drawn than these
-    assert make_problem(random.Random(5)) == Problem("Vic has 7 books, gives away 2. How many books now?",
-                                                     "7-2=5\n#### 5", "5")
+    assert make_problem(random.Random(5)) == Problem(
+        "Vic has 7 books, gives away 2. How many books now?", "7-2=5\n#### 5", "5"
+    )
 
 
 @pytest.mark.parametrize("difficulty", [1, 2, 4])
@@ -90,6 +100,7 @@ def test_the_verifier_pays_the_teacher_unless_it_slipped():
         paid.append(not slipped)
     assert 0.6 < sum(paid) / len(paid) < 0.8  # about 1 - slip
 
+
 # ----------------------------------------------------------------------------- read_gsm8k
 
 
@@ -115,8 +126,9 @@ def row(question, answer):
 
 
 def test_read_gsm8k_drops_duplicates_keeps_the_first_and_skips_blank_lines(tmp_path):
-    path = write(tmp_path, [row("1+1?", "1+1=<<1+1=2>>2\n#### 2"), "\n", "   \n", row("2+2?", "#### 4"),
-                            row("1+1?", "#### 3")])
+    path = write(
+        tmp_path, [row("1+1?", "1+1=<<1+1=2>>2\n#### 2"), "\n", "   \n", row("2+2?", "#### 4"), row("1+1?", "#### 3")]
+    )
     assert read_gsm8k(path) == [Problem("1+1?", "1+1=2\n#### 2", "2"), Problem("2+2?", "#### 4", "4")]
 
 
@@ -126,9 +138,8 @@ BAD_FILES = {  # name: (lines of the file, the line named in the message, words 
     "missing key": ([GOOD, json.dumps({"question": "1+1?"}) + "\n"], 2, "expected JSON"),
     "not an object": ([GOOD, "[1, 2]\n"], 2, "expected JSON"),
     "no ####": ([row("1+1?", "The answer is 2."), GOOD], 1, "expected JSON"),
-    "gold not a number": ([GOOD, GOOD, row("1+1?", "#### two\n")], 3, "is not a number: 'two'"),
-    "latin-1 bytes": ([GOOD, '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1")], 2,
-                      "expected JSON"),
+    "gold not a number": ([GOOD, GOOD, row("1+1?", "#### a few\n")], 3, "is not a number: 'a few'"),
+    "latin-1 bytes": ([GOOD, '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1")], 2, "expected JSON"),
     "empty file": ([], None, "holds 0 distinct problems; it needs at least 2"),
     "one problem": ([GOOD, GOOD], None, "holds 1 distinct problems; it needs at least 2"),
 }
