@@ -1,23 +1,20 @@
 """
-reward.py: the task's problems, and the verifier that pays for their answers. Problems come from make_problem()
-(built-in arithmetic word problems with a teacher's solutions) or read_gsm8k() (GSM8K-format JSONL); Task splits
-them for a run. The verifier reads the final answer of a completion o, compares it exactly with the gold answer, and
-pays the reward r that GRPO's advantages are computed from (REWARDS: the rewards a run chooses from, by name):
+reward.py: the task's problems (make_problem's built-in ones with a teacher's solutions, read_gsm8k's GSM8K JSONL, split
+by Task) and the verifier that pays the reward GRPO's advantages are computed from (REWARDS: a run's choices, by name):
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
 extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to the answer and the gold alike.
  1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...).
- 2. Thinking is not answering: text up to the last </think> goes if text follows; so does an unclosed <think>
-    (up to an <answer> tag after it, else to the end).
+ 2. Thinking goes: all up to the last </think> if text follows; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
- 4. Answer statements: an <answer> tag; a \\boxed{} or \\fbox{} (the outermost); `#### x` but not a heading (`#### Step
-    1`); an answer phrase in any case ("the answer is", "Answer:", "**Final answer**") or language ("答：", "答案是",
-    "Antwort:", "Respuesta:", "Réponse :", "Ответ:"); a concluding sentence: the last one, after every mark, when it
-    opens with a conclusion (so, thus, therefore, hence, in total, altogether, ...) or states "the <quantity> is N"
-    and holds one number after that (an equation's last side: "In total, she has 5 + 7 = 12 apples.").
- 5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, for example,
-    a similar problem, says, according to); a Q:/Question: line after the first statement, cut with all after it.
+ 4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
+    an answer phrase in any case or language ("the answer is", "**Final answer**", "答案是", "Antwort:", "Ответ:",
+    ...); the last sentence, after every mark, if it opens with a conclusion (so, thus, hence, in total, ...) or states
+    "the <quantity> is N" or "..., but I get N", with one number after that (or an equation's last side after it).
+ 5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
+    then ... would, for example, a similar problem, says) unless after "but I"; an opening method ("If we add them
+    up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
     (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
@@ -25,29 +22,24 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to th
     line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number.
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, "is the answer \\boxed{42}"; "42,
     not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
-    A clause reaches back to a break outside inline math, or 100 characters to a whole word.
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, and degrees with their unit
-    (90^\\circ, -4^\\circ\\text{C}, 12^{\\circ}\\mathrm{F}, 12°F); unicode minuses are -.
+    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side: x = 5 + 6 = 11 is 11.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
-    An equation gives its last side: x = 5 is 5, x = 5 + 5 + 1 = 11 is 11.
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
 13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2), powers of ten (1.35 \\times 10^4)
     and number words up to the thousands (forty-eight, two thousand and five, twelve hundred).
 14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
     percents, no eval. 1e3, \\sqrt{2}, \\pi do not parse. No answer never counts as the value 0.
-So a final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
-marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. The format bonus b in
-[0, MAX_FORMAT_BONUS] (0 by default; R1's format reward) is paid when the final statement is a tag, box or ####
-whose value parses, on the last non-blank line, right or wrong.
+A final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
+marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
+(R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank line, right or not.
 
 Where this departs from DeepSeekMath:
-  - DeepSeekMath's GRPO scored completions with a learned reward model (outcome or process supervision). We use a
-    rule-based verifier, as DeepSeek-R1 and RLVR (Tülu 3) do: exact and cheap, with no learned model to fool, yet not
-    beyond exploiting: the format bonus pays a well-formed wrong answer by design (b is at most a tenth of a right
-    answer's 1), and a completion written against these rules can be misread.
-  - Outcome reward only: one number per completion, no per-step (process) reward.
+  - It scored with a learned reward model (outcome or process supervision); this is a rule-based verifier, as in
+    DeepSeek-R1 and RLVR (Tülu 3): one number per completion, exact, cheap, no model to fool, yet b pays a well-formed
+    wrong answer by design (at most a tenth of a right one) and a completion written against these rules can be misread.
   - Its RL questions were GSM8K's and MATH's; the built-in task is a toy that a small model learns in minutes.
 Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex has a
 nested quantifier, and every value, box, sentence and window read is capped in length.
@@ -86,9 +78,8 @@ NUMBER_WORDS = dict(zip(_NUMBER_NAMES, [*range(20), *range(20, 100, 10)]))  # ru
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
 ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
+
 # ----------------------------------------------------------------------------- the public API
-
-
 class DataError(ValueError):
     """A bad --data file: str(e) is one line naming the file (and line) and what to fix."""
 
@@ -97,7 +88,7 @@ Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teach
 
 
 def reward(completion, gold, *, format_bonus=0.0, last_number=False):
-    """1.0 if the final answer equals the gold, else 0.0, plus `format_bonus` for a parsed tag, box or #### last line."""
+    """1.0 if the final answer equals the gold, else 0.0, plus the format bonus b = `format_bonus` when it is due."""
     if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
         raise ValueError(f"format_bonus must be in [0, {MAX_FORMAT_BONUS}], got {format_bonus}")
     answer, kind, on_last_line = _final_answer(completion, last_number)
@@ -112,14 +103,11 @@ def rewards(completions, golds, *, format_bonus=0.0, last_number=False):
     return torch.tensor([reward(o, g, **options) for o, g in zip(completions, golds)], dtype=torch.float32)  # (N,)
 
 
-# The rewards train.py's --reward chooses from, like advantage.METHODS: fn(completions: list[str], golds: list[str] one
-# per completion, *, format_bonus=0.0) -> float32 (N,). A fork adds its own (tests/test_reward.py has partial credit).
-REWARDS = {"verifier": rewards}
+REWARDS = {"verifier": rewards}  # for --reward: fn(completions, golds one per completion, *, format_bonus=0) -> (N,)
 
 
 def expand_golds(golds, N):
-    """The gold of each of N completions in contiguous groups of G = N / len(golds): row b*G + g gets golds[b] (one
-    gold per prompt); golds already one per completion (G = 1) stay. ValueError if len(golds) does not divide N."""
+    """Golds one per completion; given one per prompt, row b*G + g gets golds[b] (G = N/len(golds)), else ValueError."""
     if len(golds) == 0 or N % len(golds):
         raise ValueError(f"need one gold per completion or per group, got {N} completions and {len(golds)} golds")
     G = N // len(golds)
@@ -127,8 +115,7 @@ def expand_golds(golds, N):
 
 
 def correct(completions, golds, *, last_number=False):
-    """The verifier's verdict, a torch.bool tensor (N,): the final answer equals the gold. Count accuracy with
-    this, never with the reward's value (a format bonus or partial credit is not accuracy). Golds as rewards()."""
+    """Whether each final answer equals its gold, bool (N,): accuracy, which a reward's value (with a bonus) is not."""
     golds = expand_golds(golds, len(completions))
     verdicts = [is_correct(extract_answer(o, last_number=last_number), g) for o, g in zip(completions, golds)]
     return torch.tensor(verdicts, dtype=torch.bool)  # (N,)
@@ -153,10 +140,8 @@ def parse_number(s):
 
 
 def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
-    """The built-in task: a word problem of 1..difficulty operations on numbers 1-9 and a teacher's worked solution
-    in GSM8K's format. With probability `slip` its final line repeats the number before the last operation (a wrong
-    answer that RL with a verifier can unlearn); with probability `verbose` a step is checked on an extra line (so that
-    solution lengths vary)."""
+    """A word problem of 1..difficulty operations on 1-9 and a teacher's GSM8K-style solution: with probability `slip`
+    it ends on the number before the last operation (a wrong answer RL can unlearn); with `verbose`, a check line."""
     name, item, x = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 9)
     text, lines = f"{name} has {x} {item}", []
     for _ in range(rng.randint(1, difficulty)):
@@ -171,13 +156,12 @@ def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
 
 
 def read_gsm8k(path):
-    """GSM8K-format JSONL -> [Problem], one per distinct question (the first kept), GSM8K's calculator notes
-    <<3+4=7>> dropped from the solution; gold = the text after the last '####', which must parse as a number."""
+    """GSM8K JSONL -> [Problem] per distinct question, without <<1+2=3>> notes; gold: the number after the last ####."""
     try:
         with open(path, "rb") as f:
             lines = f.readlines()
     except OSError as e:
-        raise DataError(f"{path}: {e.strerror or e}") from e
+        raise DataError(f"{path}: {e.strerror or e}" if str(path) else "the data file name is empty") from e
     problems, expected = {}, "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -199,23 +183,17 @@ def read_gsm8k(path):
 
 
 class Task:
-    """The problems of one run: `test`, the held-out problems evaluate() scores, and sample(rng), a training problem
-    that is never one of them; `problems`, every problem known before training (to check sizes up front); `key`
-    changes whenever the problems would (a checkpoint of another task is refused).
-
-    data: a GSM8K-format JSONL file (read_gsm8k): its last 10% (at most eval_size) are held out, the rest are drawn
-    at random. None: the built-in task: 1000 problems (or eval_size if more) drawn with Random(seed + 1) are held
-    out, the first eval_size of them scored; training draws fresh ones with the teacher's slips and checks."""
+    """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
+    all known before training; key: names their settings and data content, not the seed. data: a JSONL file, its last
+    10% (at most eval_size) held out. None: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored."""
 
     def __init__(self, data=None, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
         self.data, self.difficulty, self.slip, self.verbose = data, difficulty, slip, verbose
         if data is not None:
-            self.train = read_gsm8k(data)
-            n_test = min(eval_size, max(1, len(self.train) // 10))
-            self.problems = self.train
-            self.test, self.train = self.train[-n_test:], self.train[:-n_test]
-            content = zlib.crc32(json.dumps(self.train + self.test).encode())  # by content: the file may move
-            self.key = f"data-{content}-eval{n_test}"
+            self.problems = read_gsm8k(data)
+            n_test = min(eval_size, max(1, len(self.problems) // 10))
+            self.test, self.train = self.problems[-n_test:], self.problems[:-n_test]
+            self.key = f"data-{zlib.crc32(json.dumps(self.problems).encode())}-eval{n_test}"  # content: a file may move
         else:
             rng = random.Random(seed + 1)
             pool = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
@@ -223,7 +201,7 @@ class Task:
             self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
 
     def sample(self, rng):
-        """One training problem, drawn with `rng` (a random.Random)."""
+        """One training problem drawn with `rng`: built-in ones fresh, with the teacher's slips and checks."""
         if self.data is not None:
             return rng.choice(self.train)
         while (pb := make_problem(rng, self.difficulty, self.slip, self.verbose)).question in self.held_out:
@@ -232,16 +210,17 @@ class Task:
 
 
 # ----------------------------------------------------------------------------- extraction
-
-# kind: tag, box, hashes, title, phrase, negated or sentence; start: where its mark (or a sentence's opener) begins;
-# mark_end: where its text begins; close: where a box's or tag's content ends (None: a box cut off), else mark_end
+# start: of its mark (or opener); mark_end: of its text; close: of a box's or tag's text (None: cut off), else mark_end
 _Statement = namedtuple("_Statement", "kind start mark_end close")
+_END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
 _CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
-_END_STARTS = tuple({token[:2] for token in END_TOKENS})
 _FOREIGN = ("答", "Antwort", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # rule 4
 _MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER", *_FOREIGN)  # each found with str.find
-_DELIMITED = (("```", "```", "\n"), ("<!--", "-->", " "))  # rule 3: code blocks, HTML comments (open, close, blank)
-_HIDDEN = (("~~", re.compile(r"~~[^~\n]*~~")), ("%", re.compile(r"%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*")))  # not 50%
+_HIDDEN = (  # rule 3, in turn: code blocks, HTML comments (an unclosed one runs on), ~~struck~~, % comments (not 50%)
+    (re.compile(r"(?s)```.*?```|```.*"), "\n"),
+    (re.compile(r"(?s)<!--.*?-->|<!--.*"), " "),
+    (re.compile(r"~~[^~\n]*~~|%(?<![^\s]%)(?<![0-9][ \t]%)[^\n]*"), " "),
+)
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
 _PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
@@ -261,10 +240,14 @@ _LAST_BREAK = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。，；]|,\s)")  # .* back
 _LAST_STOP = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。；])")  # the last break between sentences (or a ;)
 _CONCLUDES = r"so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)|th(?:is|at)\smeans"
 _OPENER = re.compile(rf"""(?ix) (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014])) (?:(?:{_CONCLUDES})\b|所以|因此) [\s,:，]*
-    | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s""")  # rule 4
+    | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
+    | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
 _SETTLES = re.compile(rf"(?i)\b(?:{_CONCLUDES})\b|所以|因此")  # rule 6
-_ASIDE = re.compile(r"""(?x) \b(?:if|suppose|supposing|imagine|assum(?:e|ing)|hypothetical\w*|for\s(?:example|instance)
-    |e\.g|example|similar|says|said|claims?|claimed|thinks|believes|insists|argues|according\sto|told)\b""")  # rule 5
+_ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
+    |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
+    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
+_UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
+    (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
 _DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally)\b
     | n['\u2019]t\b | \?""")  # rule 8, on lowercased text like _ASIDE
@@ -309,11 +292,10 @@ def _final_answer(text, last_number=False):
         return None, statement.kind, False
     answer, start, after = read
     clause, whole = _clause(text, statement.start)
-    clause = clause.lower()
     end = _sentence_end(text, after)  # with no end in reach, cut back to a word: `north` cut to `nor` is no doubt
     suffix = text[after : end + 1] if end is not None else text[after : after + MAX_ANSWER_CHARS].rpartition(" ")[0]
     suffix = _CONTRAST.sub("", suffix.lower())
-    doubt = _DOUBT.search(clause) or (whole and _QUESTION.match(clause)) or _DOUBT.search(suffix)
+    doubt = _DOUBT.search(_unhedged(clause)) or (whole and _QUESTION.match(clause.lower())) or _DOUBT.search(suffix)
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, statement.kind, False
     before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
@@ -329,8 +311,7 @@ def _final_answer(text, last_number=False):
 
 def _preprocess(text):
     """Rules 1-3: the completion up to its first end token, without thinking, code or comments."""
-    if any(start in text for start in _END_STARTS):  # a cheap look before one find per token
-        text = text[: min((i for i in map(text.find, END_TOKENS) if i >= 0), default=len(text))]
+    text = _END_TOKEN.split(text, maxsplit=1)[0]
     i = text.rfind("</think>")
     if i >= 0 and text[i + 8 :].strip():
         text = text[i + 8 :]
@@ -338,24 +319,9 @@ def _preprocess(text):
     if j >= 0 and "</think>" not in text[j:]:
         k = text.find("<answer>", j)
         text = text[:j] + ("\n" + text[k:] if k >= 0 else "")
-    for opening, closing, blank in _DELIMITED:
-        text = _blank(text, opening, closing, blank)
-    for literal, pattern in _HIDDEN:
-        if literal in text:
-            text = pattern.sub(" ", text)
+    for pattern, blank in _HIDDEN:
+        text = pattern.sub(blank, text)
     return text
-
-
-def _blank(text, opening, closing, blank):
-    """Each span from `opening` to `closing` replaced by `blank`; an unclosed one, or any past MAX_MARKS, runs on."""
-    parts, i = [], 0
-    j = text.find(opening)
-    while j >= 0:
-        k = text.find(closing, j + len(opening)) if len(parts) < 2 * MAX_MARKS else -1
-        parts += [text[i:j], blank]
-        i = len(text) if k < 0 else k + len(closing)
-        j = text.find(opening, i)
-    return "".join(parts) + text[i:] if parts else text
 
 
 def _close_brace(text, i):
@@ -391,8 +357,7 @@ def _statement_at(text, mark, p):
 
 
 def _statements(text, last):
-    """The answer statements of the text (rule 4) from its end (last=True) or its start, a mark in an aside (rule 5)
-    passed over. Only the MAX_MARKS marks nearest that end are tried, each kind found with str.find or str.rfind."""
+    """The statements (rule 4) from the text's end (last=True) or start, those in an aside (rule 5) passed over."""
     at = [text.rfind(mark) if last else text.find(mark) for mark in _MARKS]
     for _ in range(MAX_MARKS):
         p = max(at) if last else min((p for p in at if p >= 0), default=-1)
@@ -400,7 +365,7 @@ def _statements(text, last):
             return
         i = at.index(p)
         statement = _statement_at(text, _MARKS[i], p)
-        if statement and not _ASIDE.search(_clause(text, p, _LAST_STOP)[0].lower()):
+        if statement and not _ASIDE.search(_unhedged(_clause(text, p, _LAST_STOP)[0] + text[p : statement.mark_end])):
             yield statement
         at[i] = text.rfind(_MARKS[i], 0, p + len(_MARKS[i]) - 1) if last else text.find(_MARKS[i], p + 1)
 
@@ -419,8 +384,7 @@ def _outermost(text, statement):
 
 
 def _concluding(text, marked):
-    """Rule 4's concluding sentence, or None: the last sentence (within 2 * MAX_ANSWER_CHARS, after every mark, no
-    aside) read from its last opener, or from an equation's last `=` after it, if one number follows."""
+    """Rule 4's concluding sentence (read from its last opener, or an equation's last = after it), or None."""
     end = len(text.rstrip(" \t\n.!*。"))
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
@@ -428,13 +392,12 @@ def _concluding(text, marked):
     if not openers:
         return None  # no opener; too long; or a sentence read by its mark
     opener, i = start + openers[-1].start(), max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
-    aside = _ASIDE.search(_clause(text, opener, _LAST_STOP)[0].lower() + text[opener:end].lower())
+    aside = _ASIDE.search(_unhedged(_clause(text, opener, _LAST_STOP)[0] + text[opener:end]))
     return None if aside or len(_NUMBER_RUN.findall(text, i, end)) != 1 else _Statement("sentence", opener, i, i)
 
 
 def _read(text, statement):
-    """(answer, start, after) of a statement: a box's or tag's content, or rule 7's clause or sentence, from `start`
-    to `after`. None: a box cut off, a box with an operator or factor at it, or a negated phrase (rule 8)."""
+    """(answer, start, after): rule 7's text of a statement, from start to after; None where rule 8 refuses it."""
     kind, s, mark_end, close = statement
     if close is None or kind == "negated":
         return None
@@ -454,6 +417,12 @@ def _read(text, statement):
     return answer, start, after
 
 
+def _unhedged(s):
+    """Rule 5: s lowercased, less what precedes its last "but I" or "but we" and a method that opens it after that."""
+    s = s.lower()
+    return _UNHEDGED.sub("", s, count=1) if "if" in s or "but" in s else s  # a quick look first
+
+
 def _sentence_end(text, i):
     """Where the sentence at text[i] ends (at . ! ? a line's or the text's end); None past MAX_ANSWER_CHARS."""
     m = _SENTENCE_END.search(text, i, i + MAX_ANSWER_CHARS)
@@ -461,8 +430,7 @@ def _sentence_end(text, i):
 
 
 def _clause(text, s, last=_LAST_BREAK, reach=100):
-    """(the text before text[s] back to the `last` break outside \\( \\) math, whether that is a whole clause or
-    sentence); with no break within `reach`, from the first whole word there (a cut `for` must not read as `or`)."""
+    """(text before s back to the `last` break outside \\( \\) math or `reach` to a whole word, whether it is whole)."""
     lo = max(0, s - reach)
     window, end = text[lo:s], s - lo
     while m := last.match(window, 0, end):
@@ -497,8 +465,7 @@ def _sole_number(sentence):
     i, j = runs[0].span()
     if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1]):  # 42nd, x42
         return None
-    sign = "-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else ""
-    return sign + runs[0].group().rstrip(".,")
+    return ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + runs[0].group().rstrip(".,")
 
 
 def _last_number(text):
@@ -511,7 +478,6 @@ def _last_number(text):
 
 
 # ----------------------------------------------------------------------------- parsing
-
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
 _THOUSANDS_SPACE = re.compile(r"(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
@@ -572,9 +538,7 @@ def _normalize(s):
             break
         s = s[m.end() : -1].strip()
     for _ in range(4):  # wrappers inside it, innermost first: 42\text{ apples}
-        s, n = _INNER_WRAPPER.subn(lambda m: f" {m.group(1)} ", s)
-        if not n:
-            break
+        s = _INNER_WRAPPER.sub(lambda m: f" {m.group(1)} ", s)
     s = _SPACING.sub(" ", _UNIT_POWER.sub("", _JUNK.sub("", s))).strip().rstrip(".").strip(" *_")
     if "=" in s:
         if _COMPARISON.search(s) or any(c in part for part in s.split("=")[:-1] for c in ",;"):
@@ -598,8 +562,7 @@ def _decimal(s):
 
 
 def _unit_factor(unit, glued):
-    """What the words after a number multiply it by (rule 12): 1 for at most MAX_UNIT_WORDS plain nouns
-    ('eggs per day'), MULTIPLIERS for a first 'million' or 'dozen'; None if they are not units ('or 41', 'two')."""
+    """Rule 12: what the words after a number multiply it by (1, or a first MULTIPLIERS word), None if not units."""
     words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
     factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
     if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
@@ -614,8 +577,7 @@ def _unit_factor(unit, glued):
 
 
 def _number_words(s):
-    """Rule 13: s with the number words that open it, up to the thousands and in English order ('forty-two', 'one
-    hundred and five', 'twelve hundred', 'zero'), written in digits: 'forty-two apples' -> '42 apples'."""
+    """Rule 13: s with the number words that open it in digits: 'one hundred and five apples' -> '105 apples'."""
     words = s.lower().replace("-", " ").split()
     if words[:1] == ["zero"]:
         return " ".join(["0", *words[1:]])

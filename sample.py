@@ -393,16 +393,20 @@ def evaluate(
     """A policy on held-out problems (prompts as token lists, and their gold answers): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
     k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the
-    verifier's verdict, reward.correct(), never with a reward's value."""
+    verifier's verdict, reward.correct(), never with a reward's value. Per problem, for paired comparisons of
+    two policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how
+    many of its G samples are)."""
     greedy, samples = [], []
     for i in range(0, len(prompts), batch):
         chunk = prompts[i : i + batch]
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
         roll = generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id, generator=generator, decode=decode)
         samples += completions_text(roll, enc)
-    acc = reward.correct(greedy, golds).float().mean().item()
+    greedy_right, sampled_right = reward.correct(greedy, golds), reward.correct(samples, golds).view(-1, G).sum(1)
+    acc = greedy_right.float().mean().item()
     se = math.sqrt(acc * (1 - acc) / len(golds))
-    return {"greedy_acc": acc, "greedy_acc_se": se, **sampled_metrics(samples, golds, G)}
+    per_problem = {"greedy_right": greedy_right.int().tolist(), "sampled_right": sampled_right.tolist()}
+    return {"greedy_acc": acc, "greedy_acc_se": se, **sampled_metrics(samples, golds, G), **per_problem}
 
 
 if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"

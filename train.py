@@ -10,13 +10,11 @@ One GRPO step (Shao et al. 2024, DeepSeekMath), each line a call into one other 
     A_i = (r_i - mean(r)) / (std(r) + eps) in each group       advantage.group_advantages  (N,)
     log π_ref of the sampled tokens, once, without grad        grpo.completion_logprobs    (N, T)
     μ updates of loss = -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρ A, clip(ρ) A) - β k3]   grpo.grpo_loss, AdamW
-(1/(B·G): B groups of G; the paper writes 1/G for one group.) --adv, --agg, --kl, --ratio and --reward pick
-the variants that those files describe.
-
-Departures from DeepSeekMath: a small GPT warm-started (supervised) on a teacher that is wrong some of the
-time, not a 7B model pretrained on math; a rule-based verifier, not a reward model; π_old's log-probs come
-from the first update's own forward (step 5), not from the sampler; one reference model, the warm start, for
-the whole run (the paper's iterative GRPO resets it to the policy and retrains the reward model).
+(1/(B·G): B groups of G; the paper writes 1/G for one group.) --adv, --agg, --kl, --ratio, --reward: variants.
+Departures from DeepSeekMath: a small GPT warm-started (supervised) on a teacher that is wrong some of the time,
+not a 7B model pretrained on math; a rule-based verifier, not a reward model; π_old's log-probs come from the
+first update's own forward (step 5), not from the sampler; one reference model, the warm start, for the whole
+run (the paper's iterative GRPO resets it to the policy and retrains the reward model).
 """
 
 import argparse
@@ -119,7 +117,11 @@ args, ckpt = checkpoint.resume(p, run.ckpt) if args.init_from == "resume" else (
 scratch = args.init_from == "scratch"
 args.sft_steps = ((3000 if CUDA else 1000) if scratch else 0) if args.sft_steps is None else args.sft_steps
 args.sft_lr = (2e-3 if scratch else 3e-5) if args.sft_lr is None else args.sft_lr
+MPS = torch.backends.mps.is_available()
+device = args.device if args.device != "auto" else "cuda" if CUDA else "mps" if MPS else "cpu"
 for broken, fix in [  # what the flags' own bounds cannot see
+    (not {"cuda": CUDA, "mps": MPS, "cpu": True}[device], f"--device {device} is not available here; pick another"),
+    (args.decode == "graph" and device != "cuda", "--decode graph captures a CUDA graph: use static or plain here"),
     (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
     (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
     (args.data == "", "--data is empty: give a JSONL file, or drop the flag for the built-in task"),
@@ -129,12 +131,6 @@ for broken, fix in [  # what the flags' own bounds cannot see
         die(fix)
 
 # ----------------------------------------------------------------------------- setup
-MPS = torch.backends.mps.is_available()
-device = args.device if args.device != "auto" else "cuda" if CUDA else "mps" if MPS else "cpu"
-if not {"cuda": CUDA, "mps": MPS, "cpu": True}[device]:
-    die(f"--device {device} is not available here; pick another or leave it at auto")
-if args.decode == "graph" and not device.startswith("cuda"):
-    die("--decode graph needs a CUDA device (it captures a CUDA graph); use --decode static or plain")
 if world > 1:
     if device == "cuda":
         device = f"cuda:{os.environ['LOCAL_RANK']}"
@@ -159,22 +155,18 @@ run.check_space(model.num_params(), ref=args.beta > 0)  # before the work, not a
 fwd = torch.compile(model) if args.compile else model  # the training forward; sampling uses `model`
 
 
-def encode(text, question=False):  # "<|endoftext|>" in a question or solution is text, not the EOS token
-    return enc.encode(prompt.format(question=text) if question else text, disallowed_special=())
-
-
-def fits(pb):  # the one block-size check: prompt + completion (the longer of T and the solution + EOS) fit
-    need = len(encode(pb.question, question=True)) + max(args.max_new_tokens, len(encode(pb.solution)) + 1)
-    if need > model.config.block_size:
-        die(f"{pb.question[:30]!r}...: prompt + answer need {need} tokens > --block_size {model.config.block_size}")
-    return pb
+def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in their text is text, not the EOS token
+    q, a = (enc.encode(text, disallowed_special=()) for text in (prompt.format(question=pb.question), pb.solution))
+    if len(q) + max(args.max_new_tokens, len(a) + 1) > model.config.block_size:  # the one block-size check
+        die(f"{pb.question[:30]!r}...: prompt + answer need more than --block_size {model.config.block_size} tokens")
+    return q, a + [EOS]
 
 
 task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
 task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
 for pb in task.problems:  # every problem known now fits the model (each one drawn later is checked as it is drawn)
-    fits(pb)
-test_prompts, test_golds = [encode(pb.question, question=True) for pb in task.test], [pb.gold for pb in task.test]
+    encode(pb)
+test_prompts, test_golds = [encode(pb)[0] for pb in task.test], [pb.gold for pb in task.test]
 if ckpt and ckpt["task"] != task.key:
     die(f"the task changed since {run.ckpt} was written (another --data content or task flag); start a fresh run")
 sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
@@ -199,9 +191,7 @@ def warm_start():  # supervised fine-tuning: maximise the log-likelihood of the 
         cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps))  # from 1 down to 0.1
         for group in opt.param_groups:  # linear warmup over 100 steps, then cosine decay to 10%
             group["lr"] = args.sft_lr * min(1, it / 100) * cosine
-        batch = [fits(task.sample(rng)) for _ in range(args.sft_batch)]
-        prompts = [encode(pb.question, question=True) for pb in batch]
-        solutions = [encode(pb.solution) + [EOS] for pb in batch]
+        prompts, solutions = zip(*[encode(task.sample(rng)) for _ in range(args.sft_batch)])
         roll = sample.teacher_rollout(prompts, solutions, eos_id=EOS, device=device)
         num_tokens = roll.completion_mask.sum()  # the token mean is over the step, not per micro-batch
         opt.zero_grad(set_to_none=True)
@@ -215,7 +205,7 @@ def warm_start():  # supervised fine-tuning: maximise the log-likelihood of the 
             print(f"warm start {it}/{args.sft_steps}", flush=True)
 
 
-warm_from = args.init_from if scratch else os.path.abspath(args.init_from)
+warm_from = args.init_from if scratch else os.path.abspath(args.init_from)  # the key: what the warm start depends on
 warm_key = f"{warm_from}-{task.key}-{model.config}-sft{args.sft_steps}x{args.sft_batch}-lr{args.sft_lr}-seed{args.seed}"
 if not ckpt and args.sft_steps > 0:  # rank 0 warm-starts, or finds it cached; the other ranks wait, then load it
     if master and checkpoint.cached(run.warm, warm_key) is None:
@@ -281,9 +271,9 @@ while step < args.steps:
     t0, rng = time.time(), random.Random(f"{args.seed}-grpo-{step}")  # the step's problems: the same on every rank
     gen.manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's own sampling stream
     # 1. sample G completions for this rank's share of the step's prompts (rows b*G .. b*G+G-1 answer prompt b)
-    problems = [fits(task.sample(rng)) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]
+    problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]
     with autocast:
-        roll = sample.generate(model, [encode(pb.question, True) for pb in problems], args.G, generator=gen, **sampling)
+        roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
     # 2. score each completion against its prompt's gold answer
     texts = sample.completions_text(roll, enc)
     golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
@@ -333,16 +323,10 @@ while step < args.steps:
     cols = dict(reward=rewards, right=correct, len=roll.lengths, truncated=roll.truncated, gap=gap)
     cols = {k: all_rows(v.float()) for k, v in cols.items()}  # each (B*G*world,)
     right, length, dt = cols["right"] > 0, cols["len"], time.time() - t0
-    record = {
-        "kind": "train",
-        "step": step,
-        **advantage.group_stats(cols["reward"], args.G),
-        "acc": cols["right"].mean(),
-    }
-    record |= {"len": length.mean(), "truncated": cols["truncated"].mean(), "logp_gap": cols["gap"].max()}
-    record |= {"len_right": length[right].mean(), "len_wrong": length[~right].mean()}
-    record = {k: v.item() if torch.is_tensor(v) else v for k, v in record.items()} | stats
-    record |= {"tok_s": stats["num_tokens"] / dt, "dt": dt}
+    record = {**advantage.group_stats(cols["reward"], args.G), "acc": cols["right"].mean(), "len": length.mean()}
+    record |= {"len_right": length[right].mean(), "len_wrong": length[~right].mean(), "logp_gap": cols["gap"].max()}
+    record = {"kind": "train", "step": step, **{k: v.item() for k, v in record.items()}, **stats, "dt": dt}
+    record |= {"truncated": cols["truncated"].mean().item(), "tok_s": stats["num_tokens"] / dt}
     run.log(
         record, "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split()
     )
@@ -358,8 +342,11 @@ while step < args.steps:
         break
 if step == start_step and not ckpt:
     save()  # --steps 0: the starting model, ready for sample.py
-if world > 1:  # every rank waits here for rank 0's last evaluation and save: none exits while rank 0 works
-    dist.barrier()
-    dist.destroy_process_group()
 if stop:
-    sys.exit(f"stopped at step {step}; saved {run.ckpt}, continue with --init_from resume")
+    print(f"stopped at step {step}; saved {run.ckpt}, continue with --init_from resume", file=sys.stderr, flush=True)
+if world > 1:  # every rank waits for rank 0's last evaluation and save, then leaves at once: in the interpreter's
+    dist.barrier()  # ordinary shutdown torch's gloo threads can abort (SIGABRT), and torchrun would call the run failed
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(1 if stop else 0)
+sys.exit(1 if stop else 0)

@@ -85,6 +85,9 @@ def hostile_inputs():
         "if-clauses then a box": fill("if 1, ", "", "\\boxed{42}"),
         "many 答：": fill("答：42 "),
         "many 'the total is'": fill("the total is 4, "),
+        "many 'but I get' and 'if we'": fill("but I get 4 if we add 1, "),
+        "many methods, then a box": fill("so if we add 4 but we get ", "", "\\boxed{42}"),
+        "many 'had she', 'then would'": fill("Had she 4; then it would "),
     }
 
 

@@ -1,4 +1,4 @@
-"""model.py's files: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer.
+"""checkpoint.py: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer.
 
 Everything is written here, small and random: no network and no downloaded weights. The files follow Hugging
 Face's GPT-2 layout: names without "transformer." (safetensors) or with it (pytorch_model.bin), Conv1D weights
@@ -10,6 +10,7 @@ import errno
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -439,6 +440,16 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
     "safetensors malformed entry": (st_entry("F32", 2, [0, 8], b"x" * 8), "malformed"),
     "safetensors range past the end": (st_entry("F32", [2], [0, 8], b"x" * 4), "cut short"),
     "safetensors truncated": (lambda d: cut_in_half(gpt2_folder(d)[0] / "model.safetensors"), "cut short"),
+    "safetensors header not an object": (
+        lambda d: raw_file(d, struct.pack("<Q", 2) + b"[]", "model.safetensors"),
+        "header is not a JSON object",
+    ),
+    "gpt2 without wte": (lambda d: gpt2_folder(d, edit=lambda t: t.pop("wte.weight"))[0], "wte.weight or wpe.weight"),
+    "gpt2 name twice": (
+        lambda d: gpt2_folder(d, "bin", edit=lambda t: t.update({"wte.weight": t["transformer.wte.weight"]}))[0],
+        "'wte.weight' twice",
+    ),
+    "sharded folder": (lambda d: (raw_file(d, b"{}", "model.safetensors.index.json"), d)[1], "sharded"),
 }
 
 
@@ -737,7 +748,7 @@ BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
     "content,expect",
     [
         ("not json", "JSONDecodeError"),
-        ('{"a": 0}', "no <|endoftext|>"),
+        ('{"a": 0}', "is not a vocabulary {token: id} with <|endoftext|>"),
         ('{"a": 0, "<|endoftext|>": 1}', "256 single-byte"),
         (json.dumps({**BYTES_ONLY, "<|endoftext|>": 999}), "ids must be"),  # EOS not right after the tokens
         (json.dumps({**BYTES_ONLY, "!": 300, "<|endoftext|>": 256}), "ids must be"),  # a gap in the ids
@@ -745,7 +756,7 @@ BYTES_ONLY = {c: i for i, c in enumerate(byte_chars().values())}
 )
 def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
     (tmp_path / "vocab.json").write_text(content)
-    with pytest.raises(LoadError, match=expect) as e:
+    with pytest.raises(LoadError, match=re.escape(expect)) as e:
         get_tokenizer("gpt2", tmp_path)
     assert "\n" not in str(e.value) and str(tmp_path / "vocab.json") in str(e.value)
 

@@ -1,7 +1,7 @@
 """Data parallel: K ranks, each with its share of the prompts, make the same update as one process with all of
 them, because grpo_loss is given the step's denominators (summed over ranks) and the gradients are summed over
 ranks, as train.py does. Two gloo processes on the CPU; the end-to-end torchrun run is in tests/test_train.py."""
-import os
+
 import socket
 
 import torch

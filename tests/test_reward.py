@@ -1,7 +1,7 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
 around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
-number, conflicts and asides, long sentences), number parsing, the format bonus, the named rewards and their golds,
-correctness versus reward, hostile input and real GSM8K. (pass@k and maj@k are tested in tests/test_metrics.py.)
+number, conflicts, asides and conditionals, long sentences), number parsing, the format bonus, the named rewards and
+their golds, correctness versus reward, hostile input and real GSM8K. (pass@k and maj@k: tests/test_metrics.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,
 DeepSeek-R1 and TinyZero <think>/<answer>, Minerva, markdown), each paid and unpaid.
@@ -529,6 +529,15 @@ def test_what_is_not_an_answer(completion, gold, paid):
     check([(completion, gold, paid)])
 
 
+def test_any_number_of_code_blocks_and_comments_is_blanked():
+    """Rule 3 has no cap: past MAX_MARKS blocks the answer after them is read; an unclosed one runs to the end."""
+    blocks, comments = "```\n6 * 7\n```\n" * (2 * MAX_MARKS), "<!-- 6 * 7 -->\n" * (2 * MAX_MARKS)
+    for blanked in (blocks, comments):
+        assert reward(blanked + "The answer is \\boxed{42}.", "42") == 1.0
+    assert reward(blocks + "```\nThe answer is \\boxed{42}.", "42") == 0.0
+    assert reward(comments + "<!-- The answer is \\boxed{42}.", "42") == 0.0
+
+
 @pytest.mark.parametrize(
     "text, answer",
     [
@@ -901,7 +910,13 @@ ASIDES = [  # a mark in a condition, an example or someone else's words is not a
     ("If every crate were full it would be \\boxed{60}; since two are empty the total is 48.", ("48",)),
     ("If every crate were full, it would be \\boxed{60}.", ()),
     ("In a similar problem the answer was \\boxed{60}. Here there are 8 crates of 6, so 48 apples.", ("48",)),
-    ("My teacher says the answer is 60, but I get 48.", ()),  # "I get 48" is no statement either
+    ("In a similar problem the answer was \\boxed{60}, but here there are 8 crates of 6.", ()),
+    ("My teacher says the answer is 60, but I get 48.", ("48",)),  # after "but I", the writer's own words
+    ("The book says the answer is \\boxed{60}, but I get \\boxed{48}.", ("48",)),
+    ("Ben thinks it is 60, but we found 48 apples.", ("48",)),
+    ("My teacher says the answer is 60, but I think it is 48.", ()),  # never 60
+    ("Tom says the answer is \\boxed{60}, but I get 48 and he gets 60.", ()),
+    ("For example, if each box held 5 but one was empty, the answer would be \\boxed{15}.", ()),  # "but" is not "but I"
     (
         "For example, if each box held 5, the answer would be \\boxed{20}. Here each holds 6, so the total is 24.",
         ("24",),
@@ -913,9 +928,35 @@ ASIDES = [  # a mark in a condition, an example or someone else's words is not a
 ]
 
 
-@pytest.mark.parametrize("completion, paid", CONFLICTS + ASIDES)
+CONDITIONALS = [  # a method that opens a sentence ("If we add them up, ...") is no condition; a counterfactual is
+    ("If we add them up, the answer is 42.", ("42",)),
+    ("If we subtract 5 from 12, we get 7, so the answer is 7.", ("7",)),
+    ("If we add them up the answer is 42.", ("42",)),  # no comma: the clause read for doubt opens with the method
+    ("So if we multiply 6 by 7, we get $\\boxed{42}$.", ("42",)),
+    ("If you divide 84 by 2, the answer is **42**.", ("42",)),
+    (COT + "If we add the two days, the total is 18 + 24 = 42 dollars.", ("42",)),
+    ("If we let \\( x \\) be the number of apples, then \\( 3x = 126 \\), so \\( x = \\boxed{42} \\).", ("42",)),
+    ("If every crate were full, the answer would be \\boxed{60}; since two are empty, the total is 48.", ("48",)),
+    ("If every crate were full, the answer would be 60.", ()),
+    ("Suppose each box held 5; then the answer would be 20.", ()),
+    ("Suppose each box held 5, then the answer would be \\boxed{20}.", ()),
+    ("Suppose each box held 5. Then the answer would be 20.", ()),
+    ("Suppose each box held 5. Then, the total cost would be 20.", ()),
+    ("We add 5 and then multiply by 2, so the answer would be 42.", ("42",)),  # a "then" of steps is no condition
+    ("Had she bought 3 more, the answer would have been \\boxed{12}.", ()),
+    ("Had she bought 3 more, the answer would be 12.", ()),
+    ("If she had bought 3 more, the total would have been 12.", ()),
+    ("If we had bought 3 more, the answer would be 12.", ()),  # a method with had, would: a counterfactual
+    ("If we add one more crate, the answer would be 13.", ()),
+    ("If we were to count the empty crates too, we would get \\boxed{60}.", ()),
+    ("If we add one more crate, it could be \\boxed{13}.", ()),
+    ("\\boxed{48}\n\nIf we had counted the empty crates too, it would have been \\boxed{60}.", ("48",)),
+]
+
+
+@pytest.mark.parametrize("completion, paid", CONFLICTS + ASIDES + CONDITIONALS)
 def test_conflicts_and_asides(completion, paid):
-    for gold in ("2", "3", "5", "17", "18", "20", "24", "30", "41", "42", "48", "60"):
+    for gold in ("2", "3", "5", "7", "12", "13", "15", "17", "18", "20", "24", "30", "41", "42", "48", "60"):
         assert reward(completion, gold) == float(gold in paid), (completion, gold)
 
 
@@ -1148,6 +1189,9 @@ HOSTILE = {  # name: (text, reward against gold "42")
     "many \\( \\) with commas": (fill("\\( p, q \\) "), 0.0),
     "many if-clauses then a box": (fill("if 1, ", "", "\\boxed{42}"), 0.0),  # the box is in a condition
     "many 答：": (fill("答：42 "), 1.0),
+    "many 'but I get' and 'if we'": (fill("but I get 4 if we add 1, "), 0.0),
+    "many methods, a box after 'but we get'": (fill("so if we add 4 but we get ", "", "\\boxed{42}"), 1.0),
+    "many 'had she' and 'then ... would'": (fill("Had she 4; then it would "), 0.0),
 }
 
 
@@ -1220,7 +1264,7 @@ def test_no_regex_has_nested_quantifiers():
     assert nested_repeats(_re_parser.parse(r"(?:a+b)+")) == 1  # the check itself can fail
     assert nested_repeats(_re_parser.parse(r"(?:ab)?c*")) == 0
     patterns = [v for v in vars(reward_module).values() if isinstance(v, re.Pattern)]
-    patterns += [p for _, p in reward_module._HIDDEN]
+    patterns += [p for p, _ in reward_module._HIDDEN]
     assert len(patterns) >= 20
     for p in patterns:
         assert nested_repeats(_re_parser.parse(p.pattern, p.flags)) == 0, p.pattern

@@ -1,7 +1,8 @@
 """Properties of reward.py's task: make_problem's problems (the random stream they are drawn from, their arithmetic,
-the teacher's slips and check lines, the verifier paying exactly the unslipped solutions) and read_gsm8k (the
+the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
-of bad file)."""
+of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
+the problems, the streams the built-in task draws)."""
 
 import json
 import random
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reward import DataError, Problem, make_problem, read_gsm8k, reward
+from reward import DataError, Problem, Task, make_problem, read_gsm8k, reward
 
 DATA = Path(__file__).parent / "data"
 STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12
@@ -161,3 +162,73 @@ def test_read_gsm8k_missing_file(tmp_path):
     with pytest.raises(DataError, match=r"^\S*nowhere\.jsonl: No such file") as e:
         read_gsm8k(tmp_path / "nowhere.jsonl")
     assert "\n" not in str(e.value) and isinstance(e.value, ValueError)
+
+
+def test_an_empty_data_file_name_is_a_one_line_data_error():
+    for make in (Task, read_gsm8k):
+        with pytest.raises(DataError, match="^the data file name is empty$"):
+            make("")
+
+
+# ----------------------------------------------------------------------------- Task
+
+
+def test_the_built_in_task_never_draws_a_held_out_problem():
+    """1000 problems are held out (the first eval_size of them scored); over many draws sample() meets none of them,
+    though it draws from the same distribution (difficulty 1: few distinct problems, so a draw often would)."""
+    task = Task(difficulty=1, eval_size=50, seed=3)
+    assert len(task.problems) == 1000 and task.test == task.problems[:50]
+    held_out = {pb.question for pb in task.problems}
+    rng, drawn = random.Random(0), []
+    for _ in range(5000):
+        drawn.append(task.sample(rng))
+    assert not held_out & {pb.question for pb in drawn}
+    assert len({pb.question for pb in drawn}) > 1000  # fresh problems, not a fixed list
+    assert sum(make_problem(rng, 1).question in held_out for _ in range(5000)) > 50  # without the check, many would
+
+
+def test_the_built_in_task_holds_out_eval_size_problems_past_1000():
+    task = Task(eval_size=1500)
+    assert len(task.problems) == len(task.test) == 1500
+
+
+def test_the_built_in_task_streams_stay_as_published():
+    """Published runs depend on these draws: the held-out problems come from Random(seed + 1), training problems
+    from the rng given to sample(), with the teacher's slips and checks only there."""
+    task = Task(slip=1.0, verbose=1.0, seed=0)
+    assert task.test[0] == Problem(
+        "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?", "3+8=11\n11+4=15\n#### 15", "15"
+    )
+    assert task.test[:10] == [make_problem(rng, 2) for rng in [random.Random(1)] for _ in range(10)]
+    assert task.sample(random.Random(0)) == make_problem(random.Random(0), 2, 1.0, 1.0)
+    assert task.sample(random.Random(0)).solution == "2-1=1\ncheck: 1+1=2\n1+5=6\ncheck: 6-5=1\n#### 1"
+
+
+def test_a_data_file_holds_out_its_last_tenth(tmp_path):
+    rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(57)]
+    task = Task(write(tmp_path, rows), eval_size=200)
+    assert task.problems == read_gsm8k(tmp_path / "data.jsonl") and len(task.problems) == 57
+    assert task.test == task.problems[-5:] and task.train == task.problems[:-5]  # 57 // 10
+    rng = random.Random(0)
+    drawn = [task.sample(rng) for _ in range(2000)]
+    assert set(drawn) == set(task.train)  # every training problem, and never a held-out one
+    assert Task(write(tmp_path, rows), eval_size=3).test == task.problems[-3:]  # at most eval_size
+    assert Task(write(tmp_path, rows[:4])).test == task.problems[3:4]  # at least one
+
+
+def test_the_key_names_the_problems_not_the_path(tmp_path):
+    keys = {
+        "default": Task().key,
+        "difficulty": Task(difficulty=3).key,
+        "slip": Task(slip=0.1).key,
+        "verbose": Task(verbose=0.5).key,
+        "a larger pool": Task(eval_size=1200).key,
+    }
+    assert len(set(keys.values())) == len(keys), keys
+    assert Task(eval_size=300).key == keys["default"]  # the same 1000 held out, more of them scored
+    rows = [row(f"What is {i} + 1?", f"#### {i + 1}") for i in range(30)]
+    here, there = write(tmp_path, rows, "a.jsonl"), write(tmp_path, rows, "b.jsonl")
+    assert Task(here).key == Task(there).key  # a moved file is the same task
+    assert Task(here, eval_size=2).key != Task(here).key  # another split
+    assert Task(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != Task(here).key
+    assert Task(here).key not in keys.values()

@@ -113,7 +113,10 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
         "num_tokens",
     ):
         assert key in records(out, "train")[0], key
-    assert {"greedy_acc", "greedy_acc_se", "pass@1", "pass@2", "maj@1", "maj@2"} <= set(records(out, "eval")[-1])
+    ev = records(out, "eval")[-1]
+    assert {"greedy_acc", "greedy_acc_se", "pass@1", "pass@2", "maj@1", "maj@2"} <= set(ev)
+    assert len(ev["greedy_right"]) == len(ev["sampled_right"]) == 4  # per held-out problem, for paired comparisons
+    assert sum(ev["greedy_right"]) / 4 == ev["greedy_acc"] and sum(ev["sampled_right"]) / (4 * 2) == ev["pass@1"]
     assert os.path.isfile(os.path.join(out, "ckpt.pt")) and os.path.isfile(os.path.join(out, "warmstart.pt"))
     r = run(*TINY, "--steps", "3", "--eval_every", "2", "--out_dir", out, "--init_from", "resume", "--no-compile")
     assert r.returncode == 0, r.stderr
@@ -262,7 +265,7 @@ def test_user_errors_are_one_line_messages(tmp_path):
     ]
     if not torch.cuda.is_available():
         cases += [
-            (["--decode", "graph"], "--decode graph needs a CUDA device"),
+            (["--decode", "graph"], "--decode graph captures a CUDA graph"),
             (["--device", "cuda"], "--device cuda"),
         ]
     for i, (flags, words) in enumerate(cases):
@@ -528,7 +531,10 @@ def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, m
     assert here(*task, "--batch_prompts", "4", "--steps", "1", "--eval_every", "1", "--out_dir", out).returncode == 0
     rec = records(out, "train")[0]
     assert rec["reward_mean"] == 0.5 and 0 < rec["acc"] < 0.5  # the teacher is right about 3 times in 10
-    assert 0 < records(out, "eval")[-1]["pass@8"] <= 1
+    ev = records(out, "eval")[-1]
+    assert 0 < ev["pass@8"] <= 1 and 0 < ev["pass@1"] < 1  # some of the 8 samples are right, some wrong
+    assert sum(ev["sampled_right"]) / (8 * len(ev["sampled_right"])) == ev["pass@1"]  # per problem, as counted
+    assert sum(ev["greedy_right"]) / len(ev["greedy_right"]) == ev["greedy_acc"]
 
 
 def test_sample_py_talks_to_a_checkpoint(tmp_path, task):
