@@ -255,6 +255,8 @@ def resume(parser, path):
     for k, v in ckpt["args"].items():
         if k not in RESUMABLE and getattr(args, k) != v:
             raise LoadError(f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it: drop it")
+    if getattr(args, "steps", 0) < ckpt["step"]:
+        raise LoadError(f"{path} is at step {ckpt['step']}: --steps must be at least that")
     return args, ckpt
 
 

@@ -11,10 +11,9 @@ One GRPO step (Shao et al. 2024, DeepSeekMath), each line a call into one other 
     log π_ref of the sampled tokens, once, without grad        grpo.completion_logprobs    (N, T)
     μ updates of loss = -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρ A, clip(ρ) A) - β k3]   grpo.grpo_loss, AdamW
 (1/(B·G): B groups of G; the paper writes 1/G for one group.) --adv, --agg, --kl, --ratio, --reward: variants.
-Departures from DeepSeekMath: a small GPT warm-started (supervised) on a teacher that is wrong some of the time,
-not a 7B model pretrained on math; a rule-based verifier, not a reward model; π_old's log-probs come from the
-first update's own forward (step 5), not from the sampler; one reference model, the warm start, for the whole
-run (the paper's iterative GRPO resets it to the policy and retrains the reward model).
+Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
+model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward (step 5), not the
+sampler's; one reference model, the warm start (its iterative GRPO resets it and retrains the reward model).
 """
 
 import argparse
@@ -77,14 +76,13 @@ arg("--clip_eps", type=bounded(float, 0, 10, True), default=0.2, help="clip rang
 arg("--clip_eps_high", type=bounded(float, 0, 10, True), default=None, help="ε_high; None: ε (DAPO: 0.28)")
 arg("--mu", type=bounded(int, 1, 100), default=1, help="updates per rollout (μ)")
 arg("--lr", type=rate, default=1e-4, help="GRPO learning rate (AdamW)")
-# rollouts and rewards
+# rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward on a rank; 0: all")
 arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="completion length limit T")
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="sampling temperature of rollouts and pass@k")
 arg("--reward", default="verifier", choices=tuple(reward.REWARDS), help="reward function (reward.py)")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
-# schedule and evaluation
 arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 150, help="GRPO steps")
 arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 30, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems scored for greedy accuracy and pass@k/maj@k")
@@ -124,8 +122,6 @@ for broken, fix in [  # what the flags' own bounds cannot see
     (args.decode == "graph" and device != "cuda", "--decode graph captures a CUDA graph: use static or plain here"),
     (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
     (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
-    (args.data == "", "--data is empty: give a JSONL file, or drop the flag for the built-in task"),
-    (ckpt and args.steps < ckpt["step"], f"--steps must be at least the checkpoint's step, {ckpt and ckpt['step']}"),
 ]:
     if broken:
         die(fix)
@@ -136,8 +132,7 @@ if world > 1:
         device = f"cuda:{os.environ['LOCAL_RANK']}"
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=2))
-bf16_ok = device.startswith("cuda") and torch.cuda.is_bf16_supported()  # bf16 kernels; on a CPU they are slower
-bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bf16_ok)
+bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and "cuda" in device and torch.cuda.is_bf16_supported())
 autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if bf16 else nullcontext()
 if master:
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
@@ -183,17 +178,19 @@ def logprobs(net, roll, rows, temperature):  # (n, T) log-probs of the completio
     return grpo.completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, temperature)  # (n, T)
 
 
-# ----------------------------------------------------------------------------- warm start
-def warm_start():  # supervised fine-tuning: maximise the log-likelihood of the teacher's solutions + EOS
+# ----------------------------------------------------------------------------- warm start (SFT on the teacher)
+warm_from = args.init_from if scratch else os.path.abspath(args.init_from)  # the key: what the warm start depends on
+warm_key = f"{warm_from}-{task.key}-{model.config}-sft{args.sft_steps}x{args.sft_batch}-lr{args.sft_lr}-seed{args.seed}"
+if master and not ckpt and args.sft_steps > 0 and checkpoint.cached(run.warm, warm_key) is None:  # else: cached
+    t0, rng = time.time(), random.Random(f"{args.seed}-sft")  # rng: the warm start's problems
     opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1)
-    rng = random.Random(f"{args.seed}-sft")  # the warm start's problems
     for it in range(1, args.sft_steps + 1):
         cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps))  # from 1 down to 0.1
         for group in opt.param_groups:  # linear warmup over 100 steps, then cosine decay to 10%
             group["lr"] = args.sft_lr * min(1, it / 100) * cosine
         prompts, solutions = zip(*[encode(task.sample(rng)) for _ in range(args.sft_batch)])
         roll = sample.teacher_rollout(prompts, solutions, eos_id=EOS, device=device)
-        num_tokens = roll.completion_mask.sum()  # the token mean is over the step, not per micro-batch
+        num_tokens = roll.completion_mask.sum()  # the step's, not a micro-batch's
         opt.zero_grad(set_to_none=True)
         for rows in micro_batches(args.sft_batch):
             logp = logprobs(fwd, roll, rows, temperature=1.0)  # (n, T)
@@ -203,15 +200,8 @@ def warm_start():  # supervised fine-tuning: maximise the log-likelihood of the 
             opt.step()
         if it % 100 == 0 or it == args.sft_steps:
             print(f"warm start {it}/{args.sft_steps}", flush=True)
-
-
-warm_from = args.init_from if scratch else os.path.abspath(args.init_from)  # the key: what the warm start depends on
-warm_key = f"{warm_from}-{task.key}-{model.config}-sft{args.sft_steps}x{args.sft_batch}-lr{args.sft_lr}-seed{args.seed}"
-if not ckpt and args.sft_steps > 0:  # rank 0 warm-starts, or finds it cached; the other ranks wait, then load it
-    if master and checkpoint.cached(run.warm, warm_key) is None:
-        t0 = time.time()
-        warm_start()
-        checkpoint.save_checkpoint(run.warm, model, enc, prompt, key=warm_key, seconds=time.time() - t0)
+    checkpoint.save_checkpoint(run.warm, model, enc, prompt, key=warm_key, seconds=time.time() - t0)
+if not ckpt and args.sft_steps > 0:  # the other ranks wait for rank 0's warm start; then every rank loads it
     if world > 1:
         dist.barrier()
     warm = checkpoint.load_checkpoint(run.warm)
@@ -225,19 +215,12 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
 step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref) if ckpt else 0  # AdamW's moments, π_ref
 optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value: one source of truth
 run.open_log(ckpt["log_bytes"] if ckpt else 0)  # the log as far as the checkpoint (rank 0)
-gen = torch.Generator(device)  # the rollouts' sampling stream
 
 
 def all_sum(t):  # t summed over the data-parallel ranks, in place; with one process, t itself
     if world > 1:
         dist.all_reduce(t)
     return t
-
-
-def all_rows(t):  # (n,) on each rank -> (world*n,) in rank order: the whole step's rows, for the log
-    rows = torch.zeros(world, *t.shape, device=t.device)  # (world, n), this rank's row filled
-    rows[rank] = t
-    return all_sum(rows).flatten()
 
 
 def save():  # no random state to save: every step re-seeds its streams from (seed, step, rank)
@@ -264,18 +247,17 @@ stop = []
 signal.signal(signal.SIGINT, request_stop)
 if master and not ckpt:
     evaluate()  # the starting point: the warm start's accuracy and pass@k
-loss_args = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
-loss_args |= dict(ratio=args.ratio)
+variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
+variant |= dict(ratio=args.ratio)  # the loss's settings
 start_step, B = step, args.batch_prompts // world  # B: this rank's prompts per step
 while step < args.steps:
     t0, rng = time.time(), random.Random(f"{args.seed}-grpo-{step}")  # the step's problems: the same on every rank
-    gen.manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's own sampling stream
+    gen = torch.Generator(device).manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's sampling stream
     # 1. sample G completions for this rank's share of the step's prompts (rows b*G .. b*G+G-1 answer prompt b)
     problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]
     with autocast:
         roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
-    # 2. score each completion against its prompt's gold answer
-    texts = sample.completions_text(roll, enc)
+    texts = sample.completions_text(roll, enc)  # 2. score each completion against its prompt's gold answer
     golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
     rewards = reward.REWARDS[args.reward](texts, golds, format_bonus=args.format_bonus).to(device)  # (N,)
     correct = reward.correct(texts, golds).to(device)  # (N,) bool: accuracy is the verifier's verdict, not a reward
@@ -290,11 +272,9 @@ while step < args.steps:
         die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
     totals = dict(num_seqs=args.batch_prompts * args.G, num_tokens=num_tokens.clamp(min=1), max_len=args.max_new_tokens)
     micro = micro_batches(N)
-    # 4. π_ref's log-probs of the sampled tokens, once per rollout, without grad
-    with torch.no_grad():
+    with torch.no_grad():  # 4. π_ref's log-probs of the sampled tokens, once per rollout
         ref_logp = None if ref is None else torch.cat([logprobs(ref, roll, r, args.temperature) for r in micro])
-    # 5. μ updates on this rollout. In the first, the weights are still π_old's, so that forward gives old_logp:
-    # with μ = 1, ρ ≡ 1 exactly (grpo.py). The sampler's log-probs are only compared with it (logp_gap below).
+    # 5. μ updates; the first one's forward gives old_logp (the weights are π_old's yet): μ = 1 gives ρ ≡ 1 (grpo.py)
     old_logp = torch.zeros(N, T, device=device)  # (N, T)
     for inner in range(args.mu):
         optimizer.zero_grad(set_to_none=True)
@@ -304,9 +284,7 @@ while step < args.steps:
             if inner == 0:
                 old_logp[rows] = logp.detach()
             ref_rows = None if ref is None else ref_logp[rows]
-            loss, st = grpo.grpo_loss(
-                logp, old_logp[rows], ref_rows, advantages[rows], mask[rows], **loss_args, **totals
-            )
+            loss, st = grpo.grpo_loss(logp, old_logp[rows], ref_rows, advantages[rows], mask[rows], **variant, **totals)
             loss.backward()
             stats = {k: stats.get(k, 0) + v for k, v in st.items()}
         for q in model.parameters():  # the step's gradient is the sum over ranks: the denominators are step-wide
@@ -320,16 +298,16 @@ while step < args.steps:
     step += 1
     # the log, over every rank's rows; logp_gap: the largest |π_old - sampler| log-prob, at the same temperature
     gap = ((old_logp - roll.logprobs).abs() * mask).amax(dim=1)  # (N,)
-    cols = dict(reward=rewards, right=correct, len=roll.lengths, truncated=roll.truncated, gap=gap)
-    cols = {k: all_rows(v.float()) for k, v in cols.items()}  # each (B*G*world,)
+    gathered = torch.zeros(world, N, 5, device=device)  # (world, N, 5): this rank's rows filled, the others' 0
+    gathered[rank] = torch.stack([rewards, correct.float(), roll.lengths.float(), roll.truncated.float(), gap], dim=1)
+    cols = dict(zip(["reward", "right", "len", "truncated", "gap"], all_sum(gathered).flatten(0, 1).unbind(1)))
     right, length, dt = cols["right"] > 0, cols["len"], time.time() - t0
     record = {**advantage.group_stats(cols["reward"], args.G), "acc": cols["right"].mean(), "len": length.mean()}
     record |= {"len_right": length[right].mean(), "len_wrong": length[~right].mean(), "logp_gap": cols["gap"].max()}
     record = {"kind": "train", "step": step, **{k: v.item() for k, v in record.items()}, **stats, "dt": dt}
     record |= {"truncated": cols["truncated"].mean().item(), "tok_s": stats["num_tokens"] / dt}
-    run.log(
-        record, "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split()
-    )
+    show = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split()
+    run.log(record, show)
     if master and record["logp_gap"] > (0.1 if bf16 else 1e-3):  # π_old must be scored as the sampler draws
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: the trainer's log-probs are not the sampler's")
     stopping = all_sum(torch.tensor([len(stop)], device=device)).item() > 0  # every rank stops after the same step

@@ -123,7 +123,7 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
     assert [t["step"] for t in records(out, "train")] == [1, 2, 3]  # continued, did not restart
     assert "warm start" not in r.stdout
     r = run(*TINY, "--init_from", "resume", "--steps", "0", "--out_dir", out)  # would rewrite the step budget
-    assert one_line_error(r, "--steps must be at least the checkpoint's step, 3"), r.stderr
+    assert one_line_error(r, "is at step 3: --steps must be at least that"), r.stderr
     # a fresh run in the same out_dir, stopped before its first checkpoint (here: a bad flag value after set-up
     # would not do; --steps 0 with a failing eval is hard to provoke, so the run simply ends before training):
     # the old run's checkpoint must be gone, never resumable into the new run's log
@@ -260,7 +260,7 @@ def test_user_errors_are_one_line_messages(tmp_path):
         (["--G", "100000"], "--G: 100000"),
         (["--max_new_tokens", "1e9"], "invalid int value: '1e9'"),
         (["--difficulty", "1000000000"], "--difficulty"),
-        (["--data", ""], "--data is empty"),
+        (["--data", ""], "the data file name is empty"),
         (["--n_layer", "-1"], "--n_layer: -1"),
     ]
     if not torch.cuda.is_available():
