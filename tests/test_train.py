@@ -311,8 +311,10 @@ def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tm
             json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))  # strict JSON
 
 
-def test_micro_batches_give_the_one_batch_step(tmp_path, task):
-    """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch."""
+@pytest.mark.parametrize("ratio", ["token", "seq"])
+def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio):
+    """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch, with
+    GRPO's per-token ratio and with GSPO's per-answer one."""
     logs = []
     for mb in ("0", "3"):
         out = str(tmp_path / f"mb{mb}")
@@ -330,6 +332,8 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task):
             "3e-3",
             "--batch_prompts",
             "4",
+            "--ratio",
+            ratio,
             "--out_dir",
             out,
         )
@@ -568,7 +572,7 @@ def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
     for _ in range(3):  # rank 0's last evaluation takes longer than rank 1's way out
         r = run(*flags, "--steps", "2", "--eval_size", "32", torchrun=2)
         assert r.returncode == 0 and os.path.isfile(os.path.join(out, "ckpt.pt")), r.stderr[-2000:]
-    r = run(*flags, "--steps", "2", torchrun=2)
+    r = run(*flags, "--steps", "2", "--ratio", "seq", "--mu", "2", torchrun=2)  # GSPO under torchrun too
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2] and len(records(out, "eval")) == 2
     for t in records(out, "train"):  # the log covers both ranks' rows: 4 prompts x 2 answers
