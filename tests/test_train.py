@@ -55,6 +55,12 @@ def run(*flags, timeout=240, torchrun=0):
     )
 
 
+def start(*flags):
+    """train.py started in a process of its own, its stdout read line by line as it runs."""
+    cmd = [sys.executable, os.path.join(ROOT, "train.py"), *flags]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
 def here(*flags):
     """train.py in this process: no interpreter to start, and a test may patch a library function first. Its
     output and exit code are those of a process of its own: an uncaught error goes to train.py's excepthook."""
@@ -347,25 +353,7 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio):
 
 def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
     out = str(tmp_path / "out")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "train.py"),
-            *TINY,
-            "--steps",
-            "1000",
-            "--sft_steps",
-            "3",
-            "--eval_every",
-            "1000",
-            "--out_dir",
-            out,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    proc = start(*TINY, "--steps", "1000", "--sft_steps", "3", "--eval_every", "1000", "--out_dir", out)
     for line in proc.stdout:
         if line.startswith("step 2 "):
             proc.send_signal(signal.SIGINT)
@@ -409,21 +397,7 @@ def test_ctrl_c_in_a_step_that_evaluates_keeps_its_evaluation(tmp_path, monkeypa
 
 
 def test_ctrl_c_during_the_warm_start_says_what_happened(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "train.py"),
-            *TINY,
-            "--sft_steps",
-            "100000",
-            "--out_dir",
-            str(tmp_path / "out"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    proc = start(*TINY, "--sft_steps", "100000", "--out_dir", str(tmp_path / "out"))
     for line in proc.stdout:
         if line.startswith("warm start 100/"):
             proc.send_signal(signal.SIGINT)
@@ -434,25 +408,7 @@ def test_ctrl_c_during_the_warm_start_says_what_happened(tmp_path):
 
 def test_one_run_per_out_dir_and_its_lock_dies_with_it(tmp_path):
     out = str(tmp_path / "out")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "train.py"),
-            *TINY,
-            "--steps",
-            "1000",
-            "--sft_steps",
-            "3",
-            "--eval_every",
-            "1",
-            "--out_dir",
-            out,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    proc = start(*TINY, "--steps", "1000", "--sft_steps", "3", "--eval_every", "1", "--out_dir", out)
     for line in proc.stdout:
         if line.startswith("kind eval step 1 "):  # step 1 is saved
             break
