@@ -2,6 +2,7 @@
 them, because grpo_loss is given the step's denominators (summed over ranks) and the gradients are summed over
 ranks, as train.py does. Two gloo processes on the CPU; the end-to-end torchrun run is in tests/test_train.py."""
 
+import os
 import socket
 
 import torch
@@ -60,7 +61,9 @@ def worker(rank, world, port, out):
     result = {agg: update(rank, world, agg) for agg in AGGS}
     if rank == 0:
         torch.save(result, out)
+    dist.barrier()
     dist.destroy_process_group()
+    os._exit(0)  # as train.py: torch's gloo threads can abort (SIGABRT) the interpreter's ordinary shutdown
 
 
 def test_two_ranks_make_the_one_process_update_in_every_aggregation(tmp_path):
