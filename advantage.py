@@ -11,7 +11,7 @@ group itself as the baseline. Every completion's tokens share its advantage.
     dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO, Liu et al. 2025: mean's numbers, no σ;
                                                        the method is this + grpo.py's agg="dr_grpo" + beta=0
     none      A_i = r_i                                no baseline, for comparison only; with rewards >= 0 (as
-                                                       here) nothing is pushed down: reward 0 gets no gradient
+                                                       here) nothing is pushed down: reward 0 gets no policy gradient
 σ is the unbiased σ (divide by G-1) by default, as torch.std, TRL and verl; unbiased=False gives the population σ
 (divide by G) of the seed's worked example. [1,1,1,1,1,1,1,0.9] gives +0.35 and -2.47 with the default, +0.38 and
 -2.65 with the population σ (eps ≈ 0; the default eps=1e-4 makes it -2.64).
