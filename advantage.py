@@ -24,7 +24,7 @@ AdamW (train.py's optimizer) divides each gradient by its own running scale, so 
 same amount to about 1e-4 relative. The same holds for multiplying every reward by a constant.
 
 Expected gradients: the expectation, over every G-tuple of answers, of the loss gradient (μ = 1, beta = 0), against
-∇J for J = E[r]. The baseline theorem: E[(r(o) - b)·∇log π(o)] = ∇J whenever b does not depend on the answer o. loo's
+∇J for J = E[r]. The baseline theorem: E[(r(o) - b)·∇log π(o)] = ∇J if b does not depend on the answer o. loo's
 baseline is the other answers' rewards, independent of o_i; mean's contains r_i itself, and mean = (1 - 1/G)·loo
 answer by answer, so mean's expected gradient is (1 - 1/G) times loo's under every aggregation (a scale, which AdamW
 nearly removes, as above). The loss multiplies (r_i - b)·∇log π(o_i) by its normaliser (grpo.py), so how loo's
@@ -35,7 +35,7 @@ compares with ∇J depends on it:
 - the default agg="grpo" (1/|o_i|) or agg="dapo", with answers of different lengths: in general neither is a
   multiple of ∇J (grpo.py says how).
 The mean is close to the best constant baseline: on the same toy with one answer per step, the baseline that
-minimises the gradient's total variance is b* = E[r‖∇log π‖²]/E[‖∇log π‖²] = 5.0054 (variance 0.2200); E[r] =
+minimises the total variance is b* = E[r‖∇log π‖²]/E[‖∇log π‖²] = 5.0054 (variance 0.2200); E[r] =
 5.1622 gives 0.2361, and no baseline 16.5922. Tests: tests/test_advantage.py, tests/test_theory.py (lengths 1-3).
 
 Dividing by σ is outside the baseline theorem (σ depends on every answer, r_i included):
@@ -46,7 +46,7 @@ Dividing by σ is outside the baseline theorem (σ depends on every answer, r_i 
   gives the 0.9 answer -2.47, what the one right answer of a group of wrong ones gets with the sign flipped. This
   is why Dr. GRPO drops σ. eps matters only where σ is about as small as eps itself: it turns 0/0 into 0, and it
   cuts the advantages of (0.5, 0.5, 0.5, 0.4999) (σ = 5e-5) to a third; against a 0.1 gap it does nothing.
-- Its expected gradient is in general not a multiple of ∇J when rewards take more than two values (tests/test_theory.py
+- Its expected gradient is in general not a multiple of ∇J if rewards take more than two values (tests/test_theory.py
   has one such case, under every aggregation). With 0/1 rewards and a constant normaliser it is parallel to ∇J, by
   a factor that can depend on the prompt's success rate, a per-prompt learning rate (it does for G = 4; for G = 2
   and 3 it happens not to).

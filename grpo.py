@@ -12,7 +12,7 @@ does nothing: that is correct. The clip only matters when the same rollout is re
 DeepSeekMath gives no ε (with μ = 1 it never acts); the default 0.2 is PPO's (Schulman et al. 2017).
 ratio="seq" is GSPO (Zheng et al. 2025): one ratio per answer, s_i = exp(1/|o_i| Σ_t log ρ_it), clipped once per
 answer. Every token of o_i carries min(s_i·A_i, clip(s_i, 1-ε_low, 1+ε_high)·A_i), weighed by the aggregation as
-ρ_it·A_i would be (agg="grpo": GSPO's 1/G Σ_i exactly). On-policy (μ = 1) s_i ≡ 1 and ∇s_i = 1/|o_i| Σ_t ∇log π_it,
+ρ_it·A_i would be (agg="grpo": GSPO's 1/G Σ_i). On-policy (μ = 1) s_i ≡ 1, ∇s_i = 1/|o_i| Σ_t ∇log π_it,
 so it equals GRPO, loss and gradient, under every aggregation; it differs only after the first of μ > 1 updates,
 where the paper also clips far tighter (clip_eps=3e-4, clip_eps_high=4e-4).
 
@@ -38,8 +38,8 @@ k2's and k3's are not multiples of the one-step gradients.
 Over whole answers the prefix is itself sampled from π_θ, and no per-token loss differentiates that sampling.
 With a constant weight the token sum's expected gradient is Σ_t E_{o<t ~ π}[∇KL_t] (KL_t: of the next-token
 distributions at the prefix, in k2's direction or k3's), which is neither sequence-level ∇KL: k3's first-token
-part is ∇KL(π_ref‖π)'s and k2's last-token part ∇KL(π‖π_ref)'s, the rest differ. Σ_t k1_t as a reward (advantage
--Σ_t k1_t, beta=0; RLHF-PPO's placement) gives the sequence-level ∇KL(π‖π_ref) exactly, at a constant weight only.
+part is ∇KL(π_ref‖π)'s, k2's last-token part ∇KL(π‖π_ref)'s; others differ. Σ_t k1_t as a reward (advantage
+-Σ_t k1_t, beta=0; RLHF-PPO's placement) gives the sequence-level ∇KL(π‖π_ref) exactly, with a constant weight.
 The KL term is not importance-weighted, as in DeepSeekMath: with μ > 1 its tokens come from π_old and even the
 one-step expected gradient is in general neither KL's. Weighting each token's term by (π/π_old).detach() (Zhang et
 al. 2025) restores the on-policy gradient for one-token answers. Over longer answers the prefix came from π_old

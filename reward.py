@@ -9,7 +9,7 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to th
  2. Thinking goes: all up to the last </think> if text follows; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer phrase in any case or language ("the answer is", "**Final answer**", "答案是", "Antwort:", "Ответ:",
+    an answer phrase in any case or tongue ("the answer is", "**Final answer**", "答案是", "Antwort:", "Ответ:",
     ...); the last sentence, after every mark, if it opens with a conclusion (so, thus, hence, in total, ...) or states
     "the <quantity> is N" or "..., but I get N", with one number after that (or an equation's last side after it).
  5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
@@ -24,7 +24,7 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to th
     not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, and degrees with their unit
-    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side: x = 5 + 6 = 11 is 11.
+    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side (x = 5 + 6 = 11: 11).
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
@@ -225,7 +225,7 @@ _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
 _PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
     (?: : | = | (?:is|was|(?:would|will|should)\sbe)\b | (?P<negated>(?:is|was)n['\u2019]t\b) )""")
-_FOREIGN_LINK = re.compile(r"(?:案|え)?[ \t]*(?:[:：]|是|为|為|は|ist\b|lautet\b|es\b|est\b)")  # 答案是, Antwort ist
+_FOREIGN_LINK = re.compile(r"(?:案|え)?[ \t]*(?:[:：]|是|为|為|は|ist\b|lautet\b|es\b|est\b)")  # 答案是
 _TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _LEAD = re.compile(r"""(?ix) [\ \t:*}]* (?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also

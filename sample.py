@@ -373,13 +373,13 @@ def maj_at_k(answers, gold, k):
 
 
 def sampled_metrics(completions, golds, G):
-    """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per
-    problem in contiguous groups (completion b*G + g answers golds[b]). Correctness is reward.correct()'s."""
+    """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per problem in contiguous
+    groups (completion b*G + g answers golds[b]); sampled_right, each problem's right ones (reward.correct)."""
     B = len(golds)
     right = reward.correct(completions, golds).view(B, G)  # (B, G)
     answers = [reward.extract_answer(c) for c in completions]
     maj = [_maj_counts(answers[b * G : (b + 1) * G], golds[b]) for b in range(B)]
-    out = {}
+    out = {"sampled_right": right.sum(dim=1).tolist()}  # (B,) per problem, for paired comparisons
     for k in range(1, G + 1):
         out[f"pass@{k}"] = sum(pass_at_k(G, int(c), k) for c in right.sum(dim=1)) / B
         out[f"maj@{k}"] = float(sum(m[k - 1] for m in maj) / B)
@@ -402,11 +402,11 @@ def evaluate(
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
         roll = generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id, generator=generator, decode=decode)
         samples += completions_text(roll, enc)
-    greedy_right, sampled_right = reward.correct(greedy, golds), reward.correct(samples, golds).view(-1, G).sum(1)
+    greedy_right = reward.correct(greedy, golds)  # (n,) bool
     acc = greedy_right.float().mean().item()
     se = math.sqrt(acc * (1 - acc) / len(golds))
-    per_problem = {"greedy_right": greedy_right.int().tolist(), "sampled_right": sampled_right.tolist()}
-    return {"greedy_acc": acc, "greedy_acc_se": se, **sampled_metrics(samples, golds, G), **per_problem}
+    scores = {"greedy_acc": acc, "greedy_acc_se": se, "greedy_right": greedy_right.int().tolist()}
+    return {**scores, **sampled_metrics(samples, golds, G)}
 
 
 if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"

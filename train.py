@@ -274,7 +274,7 @@ while step < args.steps:
     micro = micro_batches(N)
     with torch.no_grad():  # 4. π_ref's log-probs of the sampled tokens, once per rollout
         ref_logp = None if ref is None else torch.cat([logprobs(ref, roll, r, args.temperature) for r in micro])
-    # 5. μ updates; the first one's forward gives old_logp (the weights are π_old's yet): μ = 1 gives ρ ≡ 1 (grpo.py)
+    # 5. μ updates; the first one's forward gives old_logp (the weights are still π_old's): with μ = 1, ρ ≡ 1
     old_logp = torch.zeros(N, T, device=device)  # (N, T)
     for inner in range(args.mu):
         optimizer.zero_grad(set_to_none=True)

@@ -260,7 +260,7 @@ def table(found, flags, settings, baseline, order):
     elif settings:
         out.append(f"Settings differ between the ROOTs: {' / '.join(f'`{s}`' for s in sorted(settings))}.")
     out.append(
-        f"Per variant: mean [min, max] over its seeds. Δ against `{baseline}`, paired on the same held-out problems of "
+        f"Per variant: mean [min, max] over seeds. Δ against `{baseline}`, paired on the same held-out problems in "
         f"each seed, pooled over the seeds both have: the mean difference (variant - {baseline}) and its {LEVEL:.0%} "
         f"interval, percentiles of a paired bootstrap resampling problems within each seed ({BOOT_REPS} resamples, "
         f"seed {BOOT_SEED}); p: McNemar's exact two-sided test on greedy correctness, with b/c the problems right for "

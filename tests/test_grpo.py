@@ -312,7 +312,7 @@ def test_gspo_against_a_hand_written_loss_and_gradient(agg):
 
 @pytest.mark.parametrize("agg", AGGS)
 def test_gspo_is_grpo_on_policy(agg):
-    """μ = 1: π_old = π_θ, so s_i ≡ 1 and ∇s_i = 1/|o_i| Σ_t ∇log π_it: the same loss, gradient and stats."""
+    """μ = 1: π_old = π_θ, so s_i ≡ 1, ∇s_i = 1/|o_i| Σ_t ∇log π_it: the same loss, gradient and stats."""
     torch.manual_seed(0)
     mask = lengths_mask([4, 1, 3, 5, 2, 0], 5)  # (N, T); the last row has no token
     logp = (torch.randn(6, 5, dtype=F64) - 1).requires_grad_()

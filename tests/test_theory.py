@@ -357,7 +357,7 @@ def theta3():
 
 @functools.lru_cache(maxsize=None)
 def eos_kl_gradient(kind, agg, G=2):
-    """E over all 15^G groups o ~ π of ∇ grpo_loss (A = 0, beta = 1, μ = 1): the KL part's expected gradient (7, V)."""
+    """E over all 15^G groups o ~ π of ∇ grpo_loss (A = 0, beta = 1, μ = 1): the KL's expected gradient (7, V)."""
     theta = theta3()
     logp, ref = eos_logprobs(theta), eos_logprobs(torch.tensor(REF3, dtype=F64))  # (15, T) each
     prob = eos_answer_logprobs(theta).detach().exp()  # (15,)
@@ -407,7 +407,7 @@ def eos_sequence_kl_gradients():
 def test_eos_lengths_the_kl_facts_hold_only_at_a_constant_weight():
     """Groups of G = 2, every one enumerated (expected length 2.161). agg="dr_grpo" (weight 1/(2·3)): k1's expected
     gradient is 0, k2's and k3's are the one-step facts summed (÷ max_len 3), so their first-token part (row 0) is
-    ∇KL_root(π‖π_ref) and ∇KL_root(π_ref‖π) (FWD0, REV0) over 3. agg="grpo" (1/|o_i|) and "dapo" (1/num_tokens):
+    ∇KL_root(π‖π_ref), ∇KL_root(π_ref‖π) (FWD0/REV0) over 3. agg="grpo" (1/|o_i|) and "dapo" (1/num_tokens):
     the weight depends on the sampled tokens and the first-token part moves:
         k1, grpo   ∇E[1/|o|], first token (-0.0905, -0.0426, 0.1331)   not 0
         k1, dapo   ∇E[1/(|o_1| + |o_2|)], first token (-0.0399, -0.0164, 0.0563)
@@ -441,7 +441,7 @@ def test_eos_lengths_the_kl_facts_hold_only_at_a_constant_weight():
 
 @pytest.mark.parametrize("agg", AGGS)
 def test_eos_lengths_the_k1_sum_as_a_reward_needs_a_constant_normaliser(agg):
-    """Advantage -Σ_t k1_t = -log(π(o)/π_ref(o)), beta = 0, groups of 2: ∇KL(π‖π_ref)/3 under dr_grpo; under grpo
+    """Advantage -Σ_t k1_t = -log(π(o)/π_ref(o)), beta 0, groups of 2: ∇KL(π‖π_ref)/3 under dr_grpo; under grpo
     ∇E[log(π(o)/π_ref(o))/|o|] with the log-ratio held fixed (a per-token rate), not a multiple of ∇KL; under dapo
     neither, unless num_tokens is the constant 2·E|o|."""
     theta = theta3()
