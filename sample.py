@@ -6,18 +6,10 @@ prompts are left-padded to P (the longest), prefilled ONCE as B rows, then the c
 rows and all rows decode one token per step until every row has emitted EOS or max_new_tokens is reached;
 T <= max_new_tokens is the number of steps taken. Row b*G + g is completion g of prompt b.
 
-A Rollout holds (shape letters and the mask convention: model.py):
-    tokens          (N, P+T) long     left-padded prompt, then the completion; eos_id after a row's first EOS
-    mask            (N, P+T) bool     False on the left padding only, so True after EOS too
-    completion_mask (N, T)   bool     True for each sampled token up to and including the first EOS, False
-                                      after; taken from the loop's `finished` state, never from token ids
-    truncated       (N,)     bool     no EOS within max_new_tokens
-    logprobs        (N, T)   float32  log-prob of each sampled token under the distribution it was drawn
-                                      from; 0 after EOS
+A Rollout holds the rows (its fields say what each tensor holds; shape letters and the mask rule: model.py).
 `mask` is what the trainer passes to model() to rerun the same forward. True after EOS is safe: attention is
 causal, so those columns never change an earlier position's logits, and completion_mask keeps them out of the
-loss. Rollout.select keeps some rows, and Rollout.join puts the rows of several generate() calls together,
-re-padded to one P and T, log-probs unchanged (what DAPO's dynamic sampling needs to refill a batch).
+loss. Rollout.select, join and micro_batches pick, join and split rows (DAPO's dynamic sampling needs the first two).
 
 Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
 - a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
@@ -59,12 +51,14 @@ DECODERS = ("plain", "static", "graph")
 
 @dataclass
 class Rollout:
-    tokens: torch.Tensor  # (N, P+T) long
-    mask: torch.Tensor  # (N, P+T) bool, True = real token
+    tokens: torch.Tensor  # (N, P+T) long: left-padded prompt, then the completion; eos_id after a row's first EOS
+    mask: torch.Tensor  # (N, P+T) bool: False on the left padding only, so True after EOS too
     prompt_len: int  # P
-    completion_mask: torch.Tensor  # (N, T) bool; the loss casts it to its own dtype
-    truncated: torch.Tensor  # (N,) bool
-    logprobs: torch.Tensor  # (N, T) float32; non-finite if the model's logits were
+    completion_mask: torch.Tensor  # (N, T) bool: each sampled token up to and including the first EOS (not after),
+    # taken from the sampling loop's `finished` state, never from token ids; the loss casts it to its own dtype
+    truncated: torch.Tensor  # (N,) bool: no EOS within max_new_tokens
+    logprobs: torch.Tensor  # (N, T) float32: each sampled token's log-prob under the distribution it was drawn from,
+    # 0 after EOS; non-finite where the model's logits were
 
     @property
     def completion(self):
@@ -74,6 +68,11 @@ class Rollout:
     def lengths(self):
         """Tokens in each completion, the first EOS included: |o_i|."""
         return self.completion_mask.sum(dim=1)  # (N,) long
+
+    def micro_batches(self, size):
+        """Row slices of at most `size` rows (0: one slice of all N) covering rows 0..N-1 in order."""
+        N, size = len(self.tokens), size or max(len(self.tokens), 1)
+        return [slice(i, min(i + size, N)) for i in range(0, N, size)]
 
     def select(self, rows):
         """The rows that `rows` picks, an (n,) long index or an (N,) bool mask, as a Rollout of n rows with the

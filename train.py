@@ -1,5 +1,4 @@
-"""
-train.py: warm-start a GPT on arithmetic word problems, then train it with GRPO, top to bottom.
+"""train.py: warm-start a GPT on arithmetic word problems, then train it with GRPO, top to bottom.
 
     python train.py --G 8 --beta 0.04                        # one process: CUDA, else MPS, else CPU
     torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
@@ -10,7 +9,7 @@ One GRPO step (Shao et al. 2024, DeepSeekMath), each line a call into one other 
     A_i = (r_i - mean(r)) / (std(r) + eps) in each group       advantage.group_advantages  (N,)
     log π_ref of the sampled tokens, once, without grad        grpo.completion_logprobs    (N, T)
     μ updates of loss = -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρ A, clip(ρ) A) - β k3]   grpo.grpo_loss, AdamW
-(1/(B·G): B groups of G; the paper writes 1/G for one group.) --adv, --agg, --kl, --ratio, --reward: variants.
+(1/(B·G): B groups of G; the paper writes 1/G for one group.) --adv --agg --kl --ratio --reward --dynamic: variants.
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward (step 5), not the
 sampler's; one reference model, the warm start (its iterative GRPO resets it and retrains the reward model).
@@ -38,16 +37,18 @@ import sample
 from model import GPT, PROMPT, GPTConfig, byte_tokenizer
 
 # ----------------------------------------------------------------------------- config
-CUDA = torch.cuda.is_available()  # the size defaults follow the best device present
+CUDA, MPS = torch.cuda.is_available(), torch.backends.mps.is_available()  # sizes default to the best device's
 
 
 def die(msg):  # a user's error ends with one line, never a traceback
     sys.exit(f"error: {msg}")
 
 
-def one_line(kind, e, tb):  # a bad file, a full disk, Ctrl-C: one line too; a bug: the traceback
+def one_line(kind, e, tb):  # a bad file, a full disk, Ctrl-C, memory: one line too; a bug: the traceback
     if issubclass(kind, (checkpoint.LoadError, reward.DataError, OSError, KeyboardInterrupt)):
         die(str(e) or "interrupted: what was not in a checkpoint yet is lost")
+    if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "can't allocate memory")):
+        die(f"out of memory ({str(e)[:100]!r}): lower --batch_prompts, --G or --sft_batch, or set --micro_batch")
     sys.__excepthook__(kind, e, tb)
 
 
@@ -62,7 +63,7 @@ def bounded(kind, lo, hi, above=False):  # an argparse type: a finite `kind` in 
 
 
 sys.excepthook = one_line
-p = argparse.ArgumentParser(description=__doc__.split("\n")[1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 p.error = die  # argparse's own errors ("invalid int value") are one line too
 arg, count, unit, rate = p.add_argument, bounded(int, 1, 10**6), bounded(float, 0, 1), bounded(float, 0, 1, True)
 # GRPO
@@ -75,6 +76,7 @@ arg("--ratio", default="token", choices=grpo.RATIOS, help="importance ratio per 
 arg("--clip_eps", type=bounded(float, 0, 10, True), default=0.2, help="clip range ε (ε_low); PPO's 0.2")
 arg("--clip_eps_high", type=bounded(float, 0, 10, True), default=None, help="ε_high; None: ε (DAPO: 0.28)")
 arg("--mu", type=bounded(int, 1, 100), default=1, help="updates per rollout (μ)")
+arg("--dynamic", type=bounded(int, 0, 100), default=0, help="rounds to replace dead groups (DAPO); 0: off")
 arg("--lr", type=rate, default=1e-4, help="GRPO learning rate (AdamW)")
 # rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
@@ -115,7 +117,6 @@ args, ckpt = checkpoint.resume(p, run.ckpt) if args.init_from == "resume" else (
 scratch = args.init_from == "scratch"
 args.sft_steps = ((3000 if CUDA else 1000) if scratch else 0) if args.sft_steps is None else args.sft_steps
 args.sft_lr = (2e-3 if scratch else 3e-5) if args.sft_lr is None else args.sft_lr
-MPS = torch.backends.mps.is_available()
 device = args.device if args.device != "auto" else "cuda" if CUDA else "mps" if MPS else "cpu"
 for broken, fix in [  # what the flags' own bounds cannot see
     (not {"cuda": CUDA, "mps": MPS, "cpu": True}[device], f"--device {device} is not available here; pick another"),
@@ -148,6 +149,7 @@ else:  # a nanogrpo checkpoint or GPT-2's weights: config, tokenizer and prompt 
 model, EOS = model.to(device), enc.eot_token
 run.check_space(model.num_params(), ref=args.beta > 0)  # before the work, not after it
 fwd = torch.compile(model) if args.compile else model  # the training forward; sampling uses `model`
+sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
 
 
 def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in their text is text, not the EOS token
@@ -157,64 +159,19 @@ def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in their 
     return q, a + [EOS]
 
 
-task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
-task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
-for pb in task.problems:  # every problem known now fits the model (each one drawn later is checked as it is drawn)
-    encode(pb)
-test_prompts, test_golds = [encode(pb)[0] for pb in task.test], [pb.gold for pb in task.test]
-if ckpt and ckpt["task"] != task.key:
-    die(f"the task changed since {run.ckpt} was written (another --data content or task flag); start a fresh run")
-sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
-
-
-def micro_batches(n):  # slices of at most --micro_batch rows (0: one slice) covering rows 0..n-1 of a step
-    size = args.micro_batch or n
-    return [slice(i, i + size) for i in range(0, n, size)]
+def rollout(problems, gen):  # G completions per problem, rows b*G .. b*G+G-1 for problem b, each scored
+    with autocast:
+        roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
+    texts = sample.completions_text(roll, enc)  # each completion against its prompt's gold answer
+    golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
+    rewards = reward.REWARDS[args.reward](texts, golds, format_bonus=args.format_bonus).to(device)  # (N,)
+    return roll, rewards, reward.correct(texts, golds).to(device)  # correct (N,) bool: the verifier's, not a reward
 
 
 def logprobs(net, roll, rows, temperature):  # (n, T) log-probs of the completion tokens of a Rollout's rows
     with autocast:
         logits = net(roll.tokens[rows], roll.mask[rows])  # (n, P+T, V)
     return grpo.completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, temperature)  # (n, T)
-
-
-# ----------------------------------------------------------------------------- warm start (SFT on the teacher)
-warm_from = args.init_from if scratch else os.path.abspath(args.init_from)  # the key: what the warm start depends on
-warm_key = f"{warm_from}-{task.key}-{model.config}-sft{args.sft_steps}x{args.sft_batch}-lr{args.sft_lr}-seed{args.seed}"
-if master and not ckpt and args.sft_steps > 0 and checkpoint.cached(run.warm, warm_key) is None:  # else: cached
-    t0, rng = time.time(), random.Random(f"{args.seed}-sft")  # rng: the warm start's problems
-    opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1)
-    for it in range(1, args.sft_steps + 1):
-        cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps))  # from 1 down to 0.1
-        for group in opt.param_groups:  # linear warmup over 100 steps, then cosine decay to 10%
-            group["lr"] = args.sft_lr * min(1, it / 100) * cosine
-        prompts, solutions = zip(*[encode(task.sample(rng)) for _ in range(args.sft_batch)])
-        roll = sample.teacher_rollout(prompts, solutions, eos_id=EOS, device=device)
-        num_tokens = roll.completion_mask.sum()  # the step's, not a micro-batch's
-        opt.zero_grad(set_to_none=True)
-        for rows in micro_batches(args.sft_batch):
-            logp = logprobs(fwd, roll, rows, temperature=1.0)  # (n, T)
-            nll = -torch.where(roll.completion_mask[rows], logp, 0.0).sum() / num_tokens
-            nll.backward()
-        if torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):  # no NaN reaches the weights
-            opt.step()
-        if it % 100 == 0 or it == args.sft_steps:
-            print(f"warm start {it}/{args.sft_steps}", flush=True)
-    checkpoint.save_checkpoint(run.warm, model, enc, prompt, key=warm_key, seconds=time.time() - t0)
-if not ckpt and args.sft_steps > 0:  # the other ranks wait for rank 0's warm start; then every rank loads it
-    if world > 1:
-        dist.barrier()
-    warm = checkpoint.load_checkpoint(run.warm)
-    checkpoint.restore(model, warm["model"], run.warm)
-    if master:
-        print(f"warm start: {args.sft_steps} steps, {warm['seconds']:.0f}s when trained, in {run.warm}")
-
-# ----------------------------------------------------------------------------- GRPO
-ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref, only when β > 0
-optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref) if ckpt else 0  # AdamW's moments, π_ref
-optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value: one source of truth
-run.open_log(ckpt["log_bytes"] if ckpt else 0)  # the log as far as the checkpoint (rank 0)
 
 
 def all_sum(t):  # t summed over the data-parallel ranks, in place; with one process, t itself
@@ -243,39 +200,80 @@ def request_stop(signum, frame):  # Ctrl-C: the step in flight finishes on every
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
+task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
+known = {pb.question: encode(pb)[0] for pb in task.problems}  # each fits the model (one drawn later: when drawn)
+test_prompts, test_golds = [known[pb.question] for pb in task.test], [pb.gold for pb in task.test]
+if ckpt and ckpt["task"] != task.key:
+    die(f"the task changed since {run.ckpt} was written (another --data content or task flag); start a fresh run")
+
+# ----------------------------------------------------------------------------- warm start (SFT on the teacher)
+warm_from = args.init_from if scratch else os.path.abspath(args.init_from)  # the key: what the warm start depends on
+warm_key = f"{warm_from}-{task.key}-{model.config}-sft{args.sft_steps}x{args.sft_batch}-lr{args.sft_lr}-seed{args.seed}"
+if master and not ckpt and args.sft_steps > 0 and checkpoint.cached(run.warm, warm_key) is None:  # else: cached
+    t0, rng = time.time(), random.Random(f"{args.seed}-sft")  # rng: the warm start's problems
+    opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1)
+    for it in range(1, args.sft_steps + 1):
+        cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps))  # from 1 down to 0.1
+        opt.param_groups[0]["lr"] = args.sft_lr * min(1, it / 100) * cosine  # warmup over 100 steps, then cosine
+        prompts, solutions = zip(*[encode(task.sample(rng)) for _ in range(args.sft_batch)])
+        roll = sample.teacher_rollout(prompts, solutions, eos_id=EOS, device=device)
+        num_tokens = roll.completion_mask.sum()  # the step's, not a micro-batch's
+        opt.zero_grad(set_to_none=True)
+        for rows in roll.micro_batches(args.micro_batch):
+            nll = -logprobs(fwd, roll, rows, 1.0)[roll.completion_mask[rows]].sum() / num_tokens  # teacher tokens
+            nll.backward()
+        if torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):  # no NaN reaches the weights
+            opt.step()
+        if it % 100 == 0 or it == args.sft_steps:
+            print(f"warm start {it}/{args.sft_steps}", flush=True)
+    checkpoint.save_checkpoint(run.warm, model, enc, prompt, key=warm_key, seconds=time.time() - t0)
+if not ckpt and args.sft_steps > 0:  # the other ranks wait for rank 0's warm start; then every rank loads it
+    if world > 1:
+        dist.barrier()
+    warm = checkpoint.load_checkpoint(run.warm)
+    checkpoint.restore(model, warm["model"], run.warm)
+    if master:
+        print(f"warm start: {args.sft_steps} steps, {warm['seconds']:.0f}s when trained, in {run.warm}")
+
+# ----------------------------------------------------------------------------- GRPO
+ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref, only when β > 0
+optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref) if ckpt else 0  # AdamW's moments, π_ref
+optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value: one source of truth
+run.open_log(ckpt["log_bytes"] if ckpt else 0)  # the log as far as the checkpoint (rank 0)
 stop = []
 signal.signal(signal.SIGINT, request_stop)
 if master and not ckpt:
     evaluate()  # the starting point: the warm start's accuracy and pass@k
-variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
-variant |= dict(ratio=args.ratio)  # the loss's settings
+variant = {k: vars(args)[k] for k in ("clip_eps", "clip_eps_high", "beta", "kl", "agg", "ratio")}  # grpo_loss's
 start_step, B = step, args.batch_prompts // world  # B: this rank's prompts per step
 while step < args.steps:
     t0, rng = time.time(), random.Random(f"{args.seed}-grpo-{step}")  # the step's problems: the same on every rank
     gen = torch.Generator(device).manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's sampling stream
-    # 1. sample G completions for this rank's share of the step's prompts (rows b*G .. b*G+G-1 answer prompt b)
-    problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]
-    with autocast:
-        roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
-    texts = sample.completions_text(roll, enc)  # 2. score each completion against its prompt's gold answer
-    golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
-    rewards = reward.REWARDS[args.reward](texts, golds, format_bonus=args.format_bonus).to(device)  # (N,)
-    correct = reward.correct(texts, golds).to(device)  # (N,) bool: accuracy is the verifier's verdict, not a reward
+    problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]  # this rank's share
+    roll, rewards, correct = rollout(problems, gen)  # 1-2. G completions per prompt, scored: rewards (N,)
+    # --dynamic K (DAPO): up to K more rounds, each replacing the groups whose rewards are all equal by new ones
+    sampled, extra = [advantage.dead_groups(rewards, args.G)], random.Random(f"{args.seed}-dynamic-{step}-{rank}")
+    while len(sampled) <= args.dynamic and (dead := advantage.dead_groups(rewards, args.G)).any():
+        new_roll, new_rewards, new_correct = rollout([task.sample(extra) for _ in range(int(dead.sum()))], gen)
+        live = (~dead).repeat_interleave(args.G)  # (N,) the rows of the groups kept; the new ones go after them
+        roll = sample.Rollout.join([roll.select(live), new_roll], EOS)
+        rewards, correct = torch.cat([rewards[live], new_rewards]), torch.cat([correct[live], new_correct])
+        sampled.append(advantage.dead_groups(new_rewards, args.G))  # (B_k,) bool: each round's new groups
     # 3. one advantage per completion, within its group: a new tensor, the rewards stay as they are
     advantages = advantage.group_advantages(rewards, args.G, method=args.adv)  # (N,)
     mask = roll.completion_mask  # (N, T) True up to and including each completion's first EOS (sample.py)
-    N, T = mask.shape
     # the loss denominators are the step's, over every micro-batch and rank; a diverged policy on any rank stops all
     num_tokens = all_sum(mask.sum().float())
-    nonfinite = all_sum((~torch.isfinite(roll.logprobs[mask])).sum().float())
-    if nonfinite > 0:
+    if all_sum((~torch.isfinite(roll.logprobs[mask])).sum().float()) > 0:
         die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
     totals = dict(num_seqs=args.batch_prompts * args.G, num_tokens=num_tokens.clamp(min=1), max_len=args.max_new_tokens)
-    micro = micro_batches(N)
+    micro = roll.micro_batches(args.micro_batch)  # the step's rows, --micro_batch at a time
     with torch.no_grad():  # 4. π_ref's log-probs of the sampled tokens, once per rollout
         ref_logp = None if ref is None else torch.cat([logprobs(ref, roll, r, args.temperature) for r in micro])
     # 5. μ updates; the first one's forward gives old_logp (the weights are still π_old's): with μ = 1, ρ ≡ 1
-    old_logp = torch.zeros(N, T, device=device)  # (N, T)
+    old_logp = torch.zeros_like(roll.logprobs)  # (N, T)
     for inner in range(args.mu):
         optimizer.zero_grad(set_to_none=True)
         stats = {}  # of this update; each stat grpo_loss returns is this micro-batch's share of the step: they add
@@ -298,7 +296,7 @@ while step < args.steps:
     step += 1
     # the log, over every rank's rows; logp_gap: the largest |π_old - sampler| log-prob, at the same temperature
     gap = ((old_logp - roll.logprobs).abs() * mask).amax(dim=1)  # (N,)
-    gathered = torch.zeros(world, N, 5, device=device)  # (world, N, 5): this rank's rows filled, the others' 0
+    gathered = torch.zeros(world, len(rewards), 5, device=device)  # (world, N, 5): the other ranks' rows 0
     gathered[rank] = torch.stack([rewards, correct.float(), roll.lengths.float(), roll.truncated.float(), gap], dim=1)
     cols = dict(zip(["reward", "right", "len", "truncated", "gap"], all_sum(gathered).flatten(0, 1).unbind(1)))
     right, length, dt = cols["right"] > 0, cols["len"], time.time() - t0
@@ -306,6 +304,8 @@ while step < args.steps:
     record |= {"len_right": length[right].mean(), "len_wrong": length[~right].mean(), "logp_gap": cols["gap"].max()}
     record = {"kind": "train", "step": step, **{k: v.item() for k, v in record.items()}, **stats, "dt": dt}
     record |= {"truncated": cols["truncated"].mean().item(), "tok_s": stats["num_tokens"] / dt}
+    drawn = all_sum(torch.tensor([[d.sum().item(), len(d), 1] for d in sampled], device=device).sum(0)).tolist()
+    record |= {"dead_frac_sampled": drawn[0] / drawn[1], "rounds": drawn[2] / world}  # of all rounds, before filtering
     show = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split()
     run.log(record, show)
     if master and record["logp_gap"] > (0.1 if bf16 else 1e-3):  # π_old must be scored as the sampler draws

@@ -68,6 +68,7 @@ VARIANTS = {  # name: the train.py flags it adds to the setting
     "k2": "--kl k2",
     "mu4": "--mu 4",
     "gspo_mu4": "--ratio seq --clip_eps 3e-4 --clip_eps_high 4e-4 --mu 4",  # GSPO with the paper's ε
+    "dynamic": "--dynamic 3",  # DAPO's dynamic sampling: dead groups replaced, up to 3 more rounds
 }
 ACC_TARGET = 0.2
 BOOT_REPS, BOOT_SEED, LEVEL = 10_000, 0, 0.95

@@ -377,6 +377,21 @@ def test_select_keeps_the_rows_an_index_or_a_bool_mask_picks():
     assert not torch.equal(r.select(index).tokens, r.select(mask).tokens)  # the order of an index is kept
 
 
+@pytest.mark.parametrize(
+    "N, size, want", [(7, 0, [(0, 7)]), (7, 3, [(0, 3), (3, 6), (6, 7)]), (6, 3, [(0, 3), (3, 6)])]
+)
+def test_micro_batches_cover_every_row_once_in_order(N, size, want):
+    r = Rollout(
+        tokens=torch.zeros(N, 3, dtype=torch.long),
+        mask=torch.ones(N, 3, dtype=torch.bool),
+        prompt_len=1,
+        completion_mask=torch.ones(N, 2, dtype=torch.bool),
+        truncated=torch.zeros(N, dtype=torch.bool),
+        logprobs=torch.zeros(N, 2),
+    )
+    assert [(s.start, s.stop) for s in r.micro_batches(size)] == want
+
+
 def test_join_repads_rollouts_of_different_lengths_and_keeps_every_rows_logprobs(device):
     """Rows of two generate() calls with different P and T (here also a selection of groups), joined: each row's
     logits on its real tokens, its completion log-probs under the model (grpo.completion_logprobs) and the

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 import advantage
 import grpo
 import reward
+import sample
 from checkpoint import save_checkpoint
 from model import GPT, GPTConfig, byte_tokenizer
 
@@ -280,6 +281,22 @@ def test_user_errors_are_one_line_messages(tmp_path):
         assert one_line_error(r, words), (flags, r.stderr)
 
 
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, task, monkeypatch, where):
+    """Sizes too large for this machine's memory: torch's allocator refuses, and the run ends in one line naming the
+    flags to lower, not a traceback. On the CPU a real refusal (2^62 bytes); CUDA's OutOfMemoryError, raised."""
+
+    def too_big(*args, **kwargs):
+        if where == "cpu":
+            return torch.empty(2**60, dtype=torch.float32)  # 2^62 bytes: more than any machine has
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB. GPU 0 has a total capacity of")
+
+    monkeypatch.setattr(sample, "generate", too_big)
+    r = here(*task, "--batch_prompts", "2", "--steps", "1", "--out_dir", str(tmp_path / "out"))
+    assert one_line_error(r, "out of memory") and "--batch_prompts, --G or --sft_batch" in r.stderr, r.stderr
+    assert ("allocate" in r.stderr) and "Traceback" not in r.stderr
+
+
 def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -317,15 +334,26 @@ def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tm
             json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))  # strict JSON
 
 
-@pytest.mark.parametrize("ratio", ["token", "seq"])
-def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio):
+@pytest.mark.parametrize("ratio, dynamic", [("token", "0"), ("seq", "0"), ("token", "2"), ("seq", "2")])
+def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio, dynamic, monkeypatch):
     """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch, with
-    GRPO's per-token ratio and with GSPO's per-answer one."""
+    GRPO's per-token ratio and with GSPO's per-answer one, and on a batch that dynamic sampling refilled."""
+    calls = []
+
+    def fork(texts, golds, **kw):  # a fork's reward: round 1's groups all dead (0), then 1 for every third row
+        calls.append(len(texts))
+        return torch.tensor([float(len(calls) > 1 and i % 3 == 0) for i in range(len(texts))])
+
+    if dynamic != "0":  # the step's batch is refilled: every group of the second round is live
+        monkeypatch.setitem(reward.REWARDS, "verifier", fork)
     logs = []
     for mb in ("0", "3"):
         out = str(tmp_path / f"mb{mb}")
+        calls.clear()
         r = here(
             *task,
+            "--dynamic",
+            dynamic,
             "--steps",
             "1",
             "--mu",
@@ -347,8 +375,36 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio):
         logs.append(records(out, "train")[0])
     one, acc = logs
     assert abs(one["pg_loss"]) > 1e-4 and one["kl"] > 0  # μ = 2: the second update sees a moved policy
+    assert one["rounds"] == acc["rounds"] == (1 if dynamic == "0" else 2)
     for k in ("loss", "pg_loss", "kl_loss", "kl", "ratio_mean", "reward_mean", "num_tokens", "clip_frac_low"):
         assert abs(one[k] - acc[k]) <= 1e-5 + 1e-3 * abs(one[k]), (k, one[k], acc[k])
+
+
+@pytest.mark.parametrize("dynamic, rounds, dead, dead_sampled", [("0", 1, 1, 1), ("1", 2, 0.5, 0.75), ("5", 3, 0, 0.6)])
+def test_dynamic_sampling_replaces_dead_groups_and_logs_what_was_sampled(
+    tmp_path, task, monkeypatch, dynamic, rounds, dead, dead_sampled
+):
+    """--dynamic K (DAPO): the groups whose rewards are all equal are replaced by new ones, up to K more rounds. The
+    step still trains on B groups, its denominators theirs; the log keeps the sampled dead share apart from the
+    trained one. The fork's reward below: round 1 all 0 (4 dead groups); round 2 a live group, a dead one, a live
+    one, a dead one; round 3 every group live. Dead shares sampled: 4/4, (4 + 2) / 8, (4 + 2 + 0) / 10."""
+    calls, G = [], 8
+
+    def fork(texts, golds, **kw):
+        calls.append(len(texts))
+        live = [len(calls) == 3 or (len(calls) == 2 and i // G % 2 == 0) for i in range(len(texts))]  # its group's
+        return torch.tensor([float(on and i % G == 0) for i, on in enumerate(live)])  # (n,): one 1 in a live group
+
+    monkeypatch.setitem(reward.REWARDS, "verifier", fork)
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "4", "--steps", "1", "--dynamic", dynamic, "--lr", "3e-3", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    rec = records(out, "train")[0]
+    assert calls == [32, 32, 16][:rounds]  # rows sampled in each round: the replaced groups' only
+    assert rec["rounds"] == rounds and rec["dead_frac"] == dead and rec["dead_frac_sampled"] == dead_sampled
+    assert rec["num_tokens"] == round(rec["len"] * 4 * G)  # 4 groups of G trained, whatever was sampled
+    assert rec["reward_mean"] == (4 - 4 * dead) / (4 * G)  # the trained batch: its live groups hold one 1 each
+    assert (abs(rec["pg_loss"]) > 0) == (dead < 1)  # dead groups have advantage 0: no policy gradient
 
 
 def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
@@ -528,11 +584,12 @@ def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
     for _ in range(3):  # rank 0's last evaluation takes longer than rank 1's way out
         r = run(*flags, "--steps", "2", "--eval_size", "32", torchrun=2)
         assert r.returncode == 0 and os.path.isfile(os.path.join(out, "ckpt.pt")), r.stderr[-2000:]
-    r = run(*flags, "--steps", "2", "--ratio", "seq", "--mu", "2", torchrun=2)  # GSPO under torchrun too
+    r = run(*flags, "--steps", "2", "--ratio", "seq", "--mu", "2", "--dynamic", "3", torchrun=2)  # GSPO, DAPO too
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2] and len(records(out, "eval")) == 2
-    for t in records(out, "train"):  # the log covers both ranks' rows: 4 prompts x 2 answers
+    for t in records(out, "train"):  # the log covers both ranks' rows: 4 prompts x 2 answers, refilled or not
         assert t["num_tokens"] == round(t["len"] * 8) and t["logp_gap"] < 1e-4, t
+        assert t["rounds"] > 1 and t["dead_frac"] <= t["dead_frac_sampled"], t  # G = 2, a weak policy: groups die
     r = run(*TINY, "--batch_prompts", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume", torchrun=2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2, 3]
