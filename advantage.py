@@ -89,7 +89,7 @@ def _as_float(rewards):
 
 
 def dead_groups(rewards, G):
-    """(B,) bool: True for each group whose G rewards are all equal (no policy-gradient signal)."""
+    """(B,) bool: True for each group whose G rewards are all equal (advantage 0 under every method but "none")."""
     r = _groups(rewards, G)  # (B, G)
     return (r == r[:, :1]).all(dim=1)  # (B,)
 

@@ -51,8 +51,8 @@ Numbers: tests/test_grpo.py (one step), tests/test_theory.py (two tokens; length
 Aggregation over the masked tokens (the mask is 1 up to and including the first EOS):
     agg="grpo"     1/num_seqs Σ_i 1/|o_i| Σ_t       DeepSeekMath (long answers weigh less per token)
     agg="dapo"     1/num_tokens Σ_i Σ_t             DAPO's token-level loss (Yu et al. 2025); DAPO itself also sets
-                                                    clip_eps=0.2, clip_eps_high=0.28, beta=0, and adds dynamic
-                                                    sampling and overlong reward shaping, which are not here
+                                                    clip_eps=0.2, clip_eps_high=0.28, beta=0, dynamic sampling
+                                                    (train.py --dynamic) and overlong reward shaping (not here)
     agg="dr_grpo"  1/(num_seqs·max_len) Σ_i Σ_t     a constant normaliser: Dr. GRPO (Liu et al. 2025) is
                                                     advantage "dr_grpo" (no σ) + this + beta=0 (theirs)
 num_seqs, num_tokens and max_len are the whole optimizer step's (all micro-batches and data-parallel ranks); None
@@ -76,7 +76,7 @@ their tokens still get the KL term's gradient (at a constant weight, in expectat
 k3 and none under k1; other weights: above), and under every aggregation they still count in the denominators
 (num_seqs, num_tokens): the live groups' policy gradient shrinks with the live share of the step (by exactly the
 live fraction of sequences under grpo and dr_grpo). DAPO's dynamic sampling refills the batch with live groups
-instead; nanogrpo does not.
+instead: train.py --dynamic K, for at most K rounds; groups still dead then are trained and counted as above.
 
 Where this departs from DeepSeekMath:
 - clip_eps_high: an asymmetric clip, "clip-higher" from DAPO; default symmetric; ratio="seq" (GSPO) besides;

@@ -44,11 +44,11 @@ def die(msg):  # a user's error ends with one line, never a traceback
     sys.exit(f"error: {msg}")
 
 
-def one_line(kind, e, tb):  # a bad file, a full disk, Ctrl-C, memory: one line too; a bug: the traceback
+def one_line(kind, e, tb):  # a bad file, a full disk, Ctrl-C, no memory: one line too; a bug: the traceback
     if issubclass(kind, (checkpoint.LoadError, reward.DataError, OSError, KeyboardInterrupt)):
         die(str(e) or "interrupted: what was not in a checkpoint yet is lost")
-    if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "can't allocate memory")):
-        die(f"out of memory ({str(e)[:100]!r}): lower --batch_prompts, --G or --sft_batch, or set --micro_batch")
+    if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "to allocate")):
+        die(f"out of memory ({str(e).splitlines()[0]}): lower --batch_prompts, --G, --sft_batch or --max_new_tokens")
     sys.__excepthook__(kind, e, tb)
 
 
@@ -76,7 +76,7 @@ arg("--ratio", default="token", choices=grpo.RATIOS, help="importance ratio per 
 arg("--clip_eps", type=bounded(float, 0, 10, True), default=0.2, help="clip range ε (ε_low); PPO's 0.2")
 arg("--clip_eps_high", type=bounded(float, 0, 10, True), default=None, help="ε_high; None: ε (DAPO: 0.28)")
 arg("--mu", type=bounded(int, 1, 100), default=1, help="updates per rollout (μ)")
-arg("--dynamic", type=bounded(int, 0, 100), default=0, help="rounds to replace dead groups (DAPO); 0: off")
+arg("--dynamic", type=bounded(int, 0, 100), default=0, help="rounds after the first replacing dead groups (DAPO)")
 arg("--lr", type=rate, default=1e-4, help="GRPO learning rate (AdamW)")
 # rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
@@ -259,7 +259,7 @@ while step < args.steps:
         new_roll, new_rewards, new_correct = rollout([task.sample(extra) for _ in range(int(dead.sum()))], gen)
         live = (~dead).repeat_interleave(args.G)  # (N,) the rows of the groups kept; the new ones go after them
         roll = sample.Rollout.join([roll.select(live), new_roll], EOS)
-        rewards, correct = torch.cat([rewards[live], new_rewards]), torch.cat([correct[live], new_correct])
+        rewards, correct = torch.cat([rewards[live], new_rewards]), torch.cat([correct[live], new_correct])  # (N,)
         sampled.append(advantage.dead_groups(new_rewards, args.G))  # (B_k,) bool: each round's new groups
     # 3. one advantage per completion, within its group: a new tensor, the rewards stay as they are
     advantages = advantage.group_advantages(rewards, args.G, method=args.adv)  # (N,)
@@ -304,7 +304,7 @@ while step < args.steps:
     record |= {"len_right": length[right].mean(), "len_wrong": length[~right].mean(), "logp_gap": cols["gap"].max()}
     record = {"kind": "train", "step": step, **{k: v.item() for k, v in record.items()}, **stats, "dt": dt}
     record |= {"truncated": cols["truncated"].mean().item(), "tok_s": stats["num_tokens"] / dt}
-    drawn = all_sum(torch.tensor([[d.sum().item(), len(d), 1] for d in sampled], device=device).sum(0)).tolist()
+    drawn = all_sum(torch.tensor([[d.sum().item(), len(d), 1] for d in sampled], device=device).sum(0)).tolist()  # (3,)
     record |= {"dead_frac_sampled": drawn[0] / drawn[1], "rounds": drawn[2] / world}  # of all rounds, before filtering
     show = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high len truncated logp_gap tok_s dt".split()
     run.log(record, show)

@@ -3,15 +3,15 @@
     python tests/bench_arithmetic.py out/warmstart.pt out/ckpt.pt       # any nanogrpo checkpoints
     python tests/bench_arithmetic.py out/ckpt.pt --seed 1 --G 4         # the held-out problems of --seed 1
 
-On the built-in task (reward.make_problem) a solution is one line `a+b=c` or `a-b=c` per operation, then `#### n`.
-The verifier pays the final answer only, so it cannot say why an answer is wrong; this script reads every equation
-line of G samples per held-out problem (the Task that train.py builds for --seed and the task flags) and prints the
-share computed right: all lines, then by line (1: the first operation, on numbers 1-9; 2: the second, on the first's
-result, up to 18) and by whether the line crosses 10. What it showed on the default command (2-core Xeon, G = 4,
-seed 1337's held-out problems): seed 1337's warm start computed 97% of its lines right and ended at 0.98 greedy, seeds 1
-and 2's 91-92% (their second lines 34-89%) and ended near 0.85, and 150 GRPO steps left that share where it was: GRPO
-mostly unlearned the teacher's wrong final line, not the arithmetic. So the default run's last points are the warm
-start's arithmetic.
+On the built-in task (reward.make_problem) a solution is one line `a+b=c` or `a-b=c` per operation, then `#### n`. The
+verifier pays the final answer only, so it cannot say why an answer is wrong; this script reads every equation line of
+G samples per held-out problem (the Task that train.py builds for --seed and the task flags) and prints the share
+computed right: all lines, then by line (1: the first operation, on numbers 1-9; 2: the second, on the first's result,
+up to 18; with --difficulty 3 or --verbose the later lines count as 2) and by whether the line crosses 10. What it
+showed on the default command (2-core Xeon, G = 4, seed 1337's held-out problems): seed 1337's warm start computed 97%
+of its lines right and ended at 0.98 greedy, seeds 1 and 2's 91-92% (their second lines 34-89%) and ended near 0.85,
+and 150 GRPO steps left that share where it was: GRPO mostly unlearned the teacher's wrong final line, not the
+arithmetic. So the default run's last points are the warm start's arithmetic.
 """
 
 import argparse

@@ -293,7 +293,7 @@ def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, t
 
     monkeypatch.setattr(sample, "generate", too_big)
     r = here(*task, "--batch_prompts", "2", "--steps", "1", "--out_dir", str(tmp_path / "out"))
-    assert one_line_error(r, "out of memory") and "--batch_prompts, --G or --sft_batch" in r.stderr, r.stderr
+    assert one_line_error(r, "out of memory") and "--batch_prompts, --G, --sft_batch or --max_new_tokens" in r.stderr
     assert ("allocate" in r.stderr) and "Traceback" not in r.stderr
 
 
@@ -405,6 +405,60 @@ def test_dynamic_sampling_replaces_dead_groups_and_logs_what_was_sampled(
     assert rec["num_tokens"] == round(rec["len"] * 4 * G)  # 4 groups of G trained, whatever was sampled
     assert rec["reward_mean"] == (4 - 4 * dead) / (4 * G)  # the trained batch: its live groups hold one 1 each
     assert (abs(rec["pg_loss"]) > 0) == (dead < 1)  # dead groups have advantage 0: no policy gradient
+
+
+def test_dynamic_sampling_keeps_groups_whole_and_each_row_its_own_reward(tmp_path, monkeypatch):
+    """The refilled batch as the loss sees it (the built-in task: a question per group): each group's G rows share one
+    prompt, and each row's reward is what its own completion earned. A fork's reward pays by the completion's own text,
+    but nothing to groups 1, 3, 5 of round 1 (dead, so replaced while groups 0, 2, 4 are kept as they are live): a row
+    moved without its reward, or a group broken up, is seen."""
+    calls, seen, G = [], {}, 4
+
+    def fork(texts, golds, **kw):
+        calls.append(len(texts))
+        first = len(calls) == 1
+        return torch.tensor([0.0 if first and i // G % 2 else float(len(t) % 2) for i, t in enumerate(texts)])
+
+    plain_adv, plain_logprobs = advantage.group_advantages, grpo.completion_logprobs
+
+    def spy_adv(rewards, G, **kw):  # the step's rewards, after the refill
+        seen["rewards"] = rewards.tolist()
+        return plain_adv(rewards, G, **kw)
+
+    def spy_logprobs(logits, seq, P, temperature=1.0):  # the training forward's rows (the last call with grad)
+        if torch.is_grad_enabled():
+            seen["tokens"], seen["P"] = seq.detach().clone(), P
+        return plain_logprobs(logits, seq, P, temperature)
+
+    monkeypatch.setitem(reward.REWARDS, "verifier", fork)
+    monkeypatch.setattr(advantage, "group_advantages", spy_adv)
+    monkeypatch.setattr(grpo, "completion_logprobs", spy_logprobs)
+    out = str(tmp_path / "out")
+    r = here(
+        *TINY,
+        "--G",
+        str(G),
+        "--batch_prompts",
+        "6",
+        "--sft_steps",
+        "2",
+        "--steps",
+        "1",
+        "--dynamic",
+        "3",
+        "--out_dir",
+        out,
+    )
+    assert r.returncode == 0, r.stderr
+    assert calls[0] == 6 * G and 3 * G <= calls[1] < 6 * G and records(out, "train")[0]["rounds"] == len(calls)
+    tokens, P, enc = seen["tokens"], seen["P"], byte_tokenizer()
+    assert tokens.shape[0] == 6 * G
+    prompts = tokens[:, :P].view(6, G, P)  # (B, G, P)
+    assert (prompts == prompts[:, :1]).all() and len({tuple(p[0].tolist()) for p in prompts}) == 6  # whole groups
+    texts = []
+    for ids in tokens[:, P:].tolist():  # each completion up to its first EOS, as sample.completions_text reads it
+        texts.append(enc.decode(ids[: ids.index(256)] if 256 in ids else ids, errors="replace"))
+    assert seen["rewards"] == [float(len(t) % 2) for t in texts]  # each row's own reward, none from round 1
 
 
 def test_ctrl_c_finishes_the_step_saves_and_resumes(tmp_path):
