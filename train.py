@@ -37,7 +37,7 @@ import sample
 from model import GPT, PROMPT, GPTConfig, byte_tokenizer
 
 # ----------------------------------------------------------------------------- config
-CUDA, MPS = torch.cuda.is_available(), torch.backends.mps.is_available()  # sizes default to the best device's
+CUDA, MPS = torch.cuda.is_available(), torch.backends.mps.is_available()  # sizes follow CUDA; auto: the best
 
 
 def die(msg):  # a user's error ends with one line, never a traceback

@@ -18,8 +18,9 @@ threads: time.process_time) spent inside it and nowhere else:
     reference   GPT.forward and grpo.completion_logprobs with grad off, outside sampling: π_ref's log-probs
     update      the rest of each GRPO step: the training forward, the loss, backward, clipping, AdamW, the log
     checkpoint  save_checkpoint outside the warm start
-A GRPO step is counted at each sample.generate outside eval. With one thread and an idle core, CPU time is
-about wall time; on a busy machine CPU time is the number that holds, so both are printed.
+A GRPO step is counted at each advantage.group_advantages (one per step, however many rounds --dynamic samples).
+With one thread and an idle core, CPU time is about wall time; on a busy machine CPU time is the number that holds,
+so both are printed.
 """
 
 import argparse
@@ -39,6 +40,7 @@ os.environ["OMP_NUM_THREADS"] = str(bench.threads)  # before torch is imported
 import torch  # noqa: E402
 
 sys.path.insert(0, ROOT)
+import advantage  # noqa: E402
 import checkpoint  # noqa: E402
 import grpo  # noqa: E402
 import model  # noqa: E402
@@ -81,10 +83,14 @@ def forward_phase(args, kwargs):  # with grad off, outside sampling and eval: th
 
 
 def generate_phase(args, kwargs):
-    counts["grpo steps"] += 1
     charge()
     stack[0] = "update"  # from the first rollout on, the time between timed calls is the GRPO step's update
     return "sampling"
+
+
+def advantage_phase(args, kwargs):  # the caller's phase; it only counts the step
+    counts["grpo steps"] += 1
+    return None
 
 
 def evaluate_phase(args, kwargs):
@@ -118,6 +124,7 @@ def install():
     model.GPT.forward = timed(model.GPT.forward, forward_phase)
     grpo.completion_logprobs = timed(grpo.completion_logprobs, forward_phase)
     sample.generate = timed(sample.generate, generate_phase)
+    advantage.group_advantages = timed(advantage.group_advantages, advantage_phase)
     sample.evaluate = timed(sample.evaluate, evaluate_phase)
     sample.teacher_rollout = timed(sample.teacher_rollout, teacher_phase)
     sample.completions_text = timed(sample.completions_text, lambda a, k: "reward")
