@@ -27,6 +27,7 @@ Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 """
 
 import math
+import os
 from dataclasses import dataclass
 
 import tiktoken
@@ -219,6 +220,27 @@ class GPT(nn.Module):
         """Parameter count; the tied lm_head is counted once (as wte)."""
         return sum(p.numel() for p in self.parameters())
 
+    def check_memory(self, device, rows, cols, micro_batch=0, ref=False):
+        """Raise torch.OutOfMemoryError, as the allocator would but before any work, when a GRPO step of `rows` rows
+        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown).
+
+        The need counted is a floor, not an estimate: float32 weights, gradients and AdamW's two moments (16 bytes a
+        parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (2·C a
+        position and layer, all rows at once) and what a backward keeps of one micro-batch (`micro_batch` rows, 0:
+        all): about 16·C a position and layer (the inputs of the linears, the GELU and attention) and the V logits,
+        every number at 2 bytes (bf16), the least either dtype stores. A run needs more: temporaries, the allocator's
+        slack, the evaluation's batch. So sizes that pass can still run out; the run then ends as the allocator says.
+        Returns the floor in bytes."""
+        have, c = device_memory(device), self.config
+        trained = min(micro_batch or rows, rows)  # rows in one forward/backward
+        activations = max(rows * 2 * c.n_layer * c.n_embd, trained * (16 * c.n_layer * c.n_embd + c.vocab_size))
+        need = 4 * self.num_params() * (5 if ref else 4) + 2 * cols * activations  # bytes
+        if have is not None and need > have:
+            raise torch.OutOfMemoryError(
+                f"a step needs to allocate at least {need / 2**30:.1f} GiB; {device} has {have / 2**30:.1f} GiB"
+            )
+        return need
+
     def new_cache(self, max_len, static=False):
         """An empty KVCache for up to max_len columns (prompt + new tokens); see KVCache for `static`."""
         if max_len > self.config.block_size:
@@ -258,3 +280,21 @@ class GPT(nn.Module):
         for i, block in enumerate(self.transformer.h):
             x = block(x, attn_mask, cache, i)
         return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)
+
+
+def device_memory(device):
+    """Bytes of memory `device` has in all, or None where neither torch nor the OS says: a CUDA GPU's total, MPS's
+    recommended maximum, a CPU's physical memory (or a Linux container's lower cgroup limit)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if kind == "mps":
+        return torch.mps.recommended_max_memory() if hasattr(torch.mps, "recommended_max_memory") else None
+    if not hasattr(os, "sysconf") or "SC_PHYS_PAGES" not in os.sysconf_names:  # Windows: unknown
+        return None
+    ram, limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "/sys/fs/cgroup/memory.max"
+    if os.path.isfile(limit):
+        with open(limit) as f:
+            text = f.read().strip()  # bytes, or "max" when there is no limit
+        ram = min(ram, int(text)) if text.isdigit() else ram
+    return ram

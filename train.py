@@ -118,6 +118,7 @@ scratch = args.init_from == "scratch"
 args.sft_steps = ((3000 if CUDA else 1000) if scratch else 0) if args.sft_steps is None else args.sft_steps
 args.sft_lr = (2e-3 if scratch else 3e-5) if args.sft_lr is None else args.sft_lr
 device = args.device if args.device != "auto" else "cuda" if CUDA else "mps" if MPS else "cpu"
+B = args.batch_prompts // world  # this rank's prompts per step
 for broken, fix in [  # what the flags' own bounds cannot see
     (not {"cuda": CUDA, "mps": MPS, "cpu": True}[device], f"--device {device} is not available here; pick another"),
     (args.decode == "graph" and device != "cuda", "--decode graph captures a CUDA graph: use static or plain here"),
@@ -204,6 +205,8 @@ task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=ar
 task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
 known = {pb.question: encode(pb)[0] for pb in task.problems}  # each fits the model (one drawn later: when drawn)
 test_prompts, test_golds = [known[pb.question] for pb in task.test], [pb.gold for pb in task.test]
+cols = max(map(len, known.values())) + args.max_new_tokens  # a step's longest row, at the least
+model.check_memory(device, rows=B * args.G, cols=cols, micro_batch=args.micro_batch, ref=args.beta > 0)  # before work
 if ckpt and ckpt["task"] != task.key:
     die(f"the task changed since {run.ckpt} was written (another --data content or task flag); start a fresh run")
 
@@ -242,13 +245,12 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
 step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref) if ckpt else 0  # AdamW's moments, π_ref
 optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value: one source of truth
 run.open_log(ckpt["log_bytes"] if ckpt else 0)  # the log as far as the checkpoint (rank 0)
-stop = []
+stop, stopping = [], False  # this rank's Ctrl-C requests; whether any rank had one by the step's end
 signal.signal(signal.SIGINT, request_stop)
 if master and not ckpt:
     evaluate()  # the starting point: the warm start's accuracy and pass@k
 variant = {k: vars(args)[k] for k in ("clip_eps", "clip_eps_high", "beta", "kl", "agg", "ratio")}  # grpo_loss's
-start_step, B = step, args.batch_prompts // world  # B: this rank's prompts per step
-while step < args.steps:
+while step < args.steps and not stopping:
     t0, rng = time.time(), random.Random(f"{args.seed}-grpo-{step}")  # the step's problems: the same on every rank
     gen = torch.Generator(device).manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's sampling stream
     problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]  # this rank's share
@@ -316,9 +318,7 @@ while step < args.steps:
         evaluate()
     if due or stopping:
         save()
-    if stopping:
-        break
-if step == start_step and not ckpt:
+if args.steps == 0 and not ckpt:
     save()  # --steps 0: the starting model, ready for sample.py
 if stop:
     print(f"stopped at step {step}; saved {run.ckpt}, continue with --init_from resume", file=sys.stderr, flush=True)

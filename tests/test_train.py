@@ -297,6 +297,15 @@ def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, t
     assert ("allocate" in r.stderr) and "Traceback" not in r.stderr
 
 
+def test_sizes_that_cannot_fit_end_in_one_line_before_any_work(tmp_path):
+    """Sizes whose memory floor (model.check_memory) exceeds this machine's memory: refused after the model and
+    the task are built, before the warm start, in one line with the floor and the flags to lower."""
+    out = tmp_path / "out"
+    r = here(*TINY, "--batch_prompts", "100000", "--G", "1024", "--sft_steps", "2", "--out_dir", str(out))
+    assert one_line_error(r, "out of memory (a step needs to allocate at least") and "--batch_prompts, --G" in r.stderr
+    assert "warm start" not in r.stdout and not (out / "warmstart.pt").exists()
+
+
 def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
