@@ -205,7 +205,7 @@ task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=ar
 task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
 known = {pb.question: encode(pb)[0] for pb in task.problems}  # each fits the model (one drawn later: when drawn)
 test_prompts, test_golds = [known[pb.question] for pb in task.test], [pb.gold for pb in task.test]
-longest = max(map(len, known.values())) + args.max_new_tokens  # columns of a step's longest row, at the least:
+longest = max(map(len, known.values())) + args.max_new_tokens  # columns of a step's longest row, at the least
 model.check_memory(device, rows=B * args.G, cols=longest, micro_batch=args.micro_batch, ref=args.beta > 0)
 if ckpt and ckpt["task"] != task.key:
     die(f"the task changed since {run.ckpt} was written (another --data content or task flag); start a fresh run")
