@@ -85,7 +85,7 @@ arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="completio
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="sampling temperature of rollouts and pass@k")
 arg("--reward", default="verifier", choices=tuple(reward.REWARDS), help="reward function (reward.py)")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
-arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 150, help="GRPO steps")
+arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 60, help="GRPO steps")
 arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 30, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems scored for greedy accuracy and pass@k/maj@k")
 # task
@@ -95,12 +95,12 @@ arg("--teacher_slip", type=unit, default=0.6, help="built-in task: the teacher's
 arg("--verbose", type=unit, default=0.0, help="built-in task: the teacher's chance to check a step on a line")
 # model and warm start
 arg("--init_from", default="scratch", help="scratch, resume (out_dir/ckpt.pt), a nanogrpo .pt, or GPT-2 file/folder")
-arg("--sft_steps", type=bounded(int, 0, 10**8), help=f"warm-start steps; None: {3000 if CUDA else 1000}, 0 from a file")
-arg("--sft_lr", type=rate, help="warm-start peak learning rate; None: 2e-3, 3e-5 from a file")
-arg("--sft_batch", type=count, default=64, help="warm-start rows per step")
+arg("--sft_steps", type=bounded(int, 0, 10**8), help=f"warm-start steps; None: {3000 if CUDA else 1500}, 0 from a file")
+arg("--sft_lr", type=rate, help=f"warm-start peak learning rate; None: {2e-3 if CUDA else 3e-3}, 3e-5 from a file")
+arg("--sft_batch", type=count, default=64 if CUDA else 48, help="warm-start rows per step")
 arg("--n_layer", type=bounded(int, 1, 256), default=4, help="transformer layers (from scratch)")
 arg("--n_head", type=bounded(int, 1, 256), default=4, help="attention heads (from scratch)")
-arg("--n_embd", type=bounded(int, 1, 16384), default=256 if CUDA else 128, help="embedding width (from scratch)")
+arg("--n_embd", type=bounded(int, 1, 16384), default=256 if CUDA else 96, help="embedding width (from scratch)")
 arg("--block_size", type=bounded(int, 2, 65536), default=256, help="longest prompt + completion (from scratch)")
 # system
 arg("--seed", type=bounded(int, 0, 2**32 - 1), default=1337, help="random seed")
@@ -115,8 +115,8 @@ master = rank == 0  # rank 0 alone warm-starts, logs, evaluates and saves
 run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=master)  # locked for this run
 args, ckpt = checkpoint.resume(p, run.ckpt) if args.init_from == "resume" else (args, None)  # nanoGPT's rule
 scratch = args.init_from == "scratch"
-args.sft_steps = ((3000 if CUDA else 1000) if scratch else 0) if args.sft_steps is None else args.sft_steps
-args.sft_lr = (2e-3 if scratch else 3e-5) if args.sft_lr is None else args.sft_lr
+args.sft_steps = ((3000 if CUDA else 1500) if scratch else 0) if args.sft_steps is None else args.sft_steps
+args.sft_lr = ((2e-3 if CUDA else 3e-3) if scratch else 3e-5) if args.sft_lr is None else args.sft_lr
 device = args.device if args.device != "auto" else "cuda" if CUDA else "mps" if MPS else "cpu"
 B = args.batch_prompts // world  # this rank's prompts per step
 for broken, fix in [  # what the flags' own bounds cannot see

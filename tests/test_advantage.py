@@ -233,7 +233,7 @@ def test_the_dead_fraction_of_a_step_is_the_mean_over_prompts_not_the_formula_at
     expected = sum(p * group_stats(r, G)["dead_frac"] for p, r in zip(prob, outcomes)).item()
     assert abs(expected - sum(qb**G + (1 - qb) ** G for qb in qs) / 2) < 1e-12
     assert round(expected, 4) == 0.7493 and round(0.92**G + 0.08**G, 4) == 0.7164  # above the formula
-    # the README's step: mean reward 0.92 at G = 8. The formula gives 0.51, but a step of prompts that
+    # a late step's mean reward, 0.92 at G = 8: the formula gives 0.51, but a step of prompts that
     # are always solved or always failed has the same mean reward and every group dead
     assert round(p_dead(0.92, 8), 2) == 0.51
     always = torch.cat([torch.ones(23 * 8, dtype=F64), torch.zeros(2 * 8, dtype=F64)])  # 25 prompts
