@@ -19,6 +19,9 @@ left padding. It is never derived from token ids, because the pad id and the EOS
 Positions start at each row's first real token, so a left-padded row gives the same logits as the same
 sequence alone (tests/test_model.py).
 
+GPT.check_memory states the least memory a GRPO step of given sizes needs (device_memory: what the device has), so
+that train.py refuses sizes that cannot fit before any work; it is a floor, not an estimate.
+
 Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a small model trained from scratch by default (train.py's warm start), or GPT-2's weights;
 - no dropout: RL needs the sampler and the trainer to see the same function;

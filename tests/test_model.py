@@ -189,12 +189,13 @@ def test_tiny_model_overfits_one_batch():
     assert losses[-1] < 0.2 * losses[0]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in kB, and /proc: Linux")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in kB on Linux only")
 def test_check_memory_is_a_floor_of_what_a_step_takes(monkeypatch):
     """check_memory's need is a floor: one real training step of those sizes (forward, backward, AdamW, in a process
     of its own) grows the resident memory by more; and a device with less than the floor is refused in words."""
     rows, cols, shape = 256, 96, dict(vocab_size=257, block_size=128, n_layer=2, n_head=2, n_embd=128)
-    need = GPT(GPTConfig(**shape)).check_memory("cpu", rows=rows, cols=cols)
+    net = GPT(GPTConfig(**shape))
+    need = net.check_memory("cpu", rows=rows, cols=cols)
     child = f"""
 import resource, sys, torch
 sys.path.insert(0, {ROOT!r})
@@ -210,17 +211,15 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
 """
     grown = int(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout)
     assert need < grown, (need, grown)
-
-    small = GPT(GPTConfig(**shape))
-    assert small.check_memory("cpu", rows=rows, cols=cols, micro_batch=8) < need  # one micro-batch's backward
-    assert small.check_memory("cpu", rows=rows, cols=cols, ref=True) == need + 4 * small.num_params()
+    assert net.check_memory("cpu", rows=rows, cols=cols, micro_batch=8) < need  # one micro-batch's backward
+    assert net.check_memory("cpu", rows=rows, cols=cols, ref=True) == need + 4 * net.num_params()
     monkeypatch.setattr(model_module, "device_memory", lambda device: need)  # exactly the floor: it fits
-    assert small.check_memory("cpu", rows=rows, cols=cols) == need
+    assert net.check_memory("cpu", rows=rows, cols=cols) == need
     monkeypatch.setattr(model_module, "device_memory", lambda device: need - 1)
     with pytest.raises(torch.OutOfMemoryError, match="needs to allocate at least .* GiB; cpu has .* GiB"):
-        small.check_memory("cpu", rows=rows, cols=cols)
+        net.check_memory("cpu", rows=rows, cols=cols)
     monkeypatch.setattr(model_module, "device_memory", lambda device: None)  # unknown: no check
-    assert small.check_memory("cpu", rows=10**9, cols=cols) > need
+    assert net.check_memory("cpu", rows=10**9, cols=cols) > need
 
 
 def test_device_memory_is_this_machines_physical_memory_at_most():
