@@ -5,8 +5,8 @@ No GRPO here: train.py and sample.py call it to turn files into models (load_mod
 A bad file raises LoadError, a failed write OSError: one line that names the file and says what to change.
 
 A checkpoint is a torch.save'd dict {"model": state_dict, "config": GPTConfig as a dict, "tokenizer": its name,
-"tokenizer_ranks": GPT-2's BPE or None, "prompt": the template, **the trainer's keys, "digest": a sha256 of all
-the rest, so a flipped bit anywhere is refused}, written atomically, read with weights_only=True (no code is
+"tokenizer_ranks": its BPE ranks (None for "bytes"), "prompt": the template, **the trainer's keys, "digest": a sha256
+of all the rest, so a flipped bit anywhere is refused}, written atomically, read with weights_only=True (no code is
 ever unpickled). Every size read from a file is checked against the tensors present before anything is built.
 
 Hugging Face's GPT-2 differs from model.py in three ways, undone while loading: names may lack "transformer.",
@@ -48,7 +48,7 @@ def get_tokenizer(name="bytes", folder=None):
     """A tiktoken.Encoding: "bytes" (model.byte_tokenizer) or "gpt2" (`folder`/vocab.json if any, else tiktoken's)."""
     if name == "bytes":
         return byte_tokenizer()
-    if name != "gpt2":
+    if name != "gpt2":  # "words" is rebuilt from the ranks its checkpoint holds (load_model)
         raise LoadError(f"unknown tokenizer {name!r}; choose 'bytes' or 'gpt2'")
     if folder is not None and os.path.isfile(os.path.join(folder, "vocab.json")):
         return gpt2_from_vocab_json(os.path.join(folder, "vocab.json"))
@@ -106,7 +106,7 @@ CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 TRAIN_KEYS = {"step": int, "task": str, "args": dict, "optimizer": dict, "log_bytes": int, "ref": (dict, type(None))}
 # nanoGPT's resume rule: a resumed run keeps the checkpoint's settings but these (train.py checks --data's content)
 RESUMABLE = tuple("lr steps eval_every micro_batch device dtype compile decode data out_dir init_from".split())
-TOKENIZERS = ("bytes", "gpt2")
+TOKENIZERS = ("bytes", "words", "gpt2")  # "words" (model.byte_tokenizer's) rebuilds from its saved ranks alone
 RUN_FILES = ("ckpt.pt", "warmstart.pt", "metrics.jsonl")  # a run's out_dir: checkpoint, cached warm start, log
 SAFETENSORS_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, BOOL=torch.bool)
 SAFETENSORS_DTYPES |= dict(I64=torch.int64, I32=torch.int32, I16=torch.int16, I8=torch.int8, U8=torch.uint8)
@@ -172,7 +172,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     clash = set(extra) & {*CKPT_KEYS, "digest", "tokenizer_ranks"}
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
-    bpe = name == "gpt2" and isinstance(tokenizer, tiktoken.Encoding)  # GPT-2's ranks {token bytes: id} go inside
+    bpe = name != "bytes" and isinstance(tokenizer, tiktoken.Encoding)  # its ranks {token bytes: id} go inside
     ranks = {tokenizer.decode_single_token_bytes(i): i for i in range(tokenizer.eot_token)} if bpe else None
     config = dataclasses.asdict(model.config)
     ckpt = dict(model=model.state_dict(), config=config, tokenizer=name, prompt=prompt, tokenizer_ranks=ranks, **extra)
@@ -215,6 +215,11 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
+    ranks = ckpt.get("tokenizer_ranks")  # BPE ranks {token bytes: id}: ids 0..n-1 once each, every byte a token
+    typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
+    bpe = typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
+    if (ranks is not None or ckpt["tokenizer"] == "words") and not bpe:
+        raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
     try:
         intact = ckpt["digest"] == digest(ckpt)
     except (RecursionError, TypeError, ValueError, RuntimeError):  # nested too deeply, or not plain data
@@ -463,9 +468,9 @@ def load_model(path, device="cpu"):
     obj = read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint
         config, state, prompt = _check_checkpoint(obj, file), obj["model"], obj["prompt"]
-        ranks = obj.get("tokenizer_ranks")  # GPT-2's BPE, saved with the checkpoint
-        saved = obj["tokenizer"] == "gpt2" and isinstance(ranks, dict) and ranks
-        enc = bpe_encoding("gpt2", ranks) if saved else get_tokenizer(obj["tokenizer"], folder)
+        ranks = obj.get("tokenizer_ranks")  # the BPE of "words" or GPT-2, saved with the checkpoint
+        saved = obj["tokenizer"] != "bytes" and isinstance(ranks, dict) and ranks
+        enc = bpe_encoding(obj["tokenizer"], ranks) if saved else get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
         config, state = _gpt2(obj, folder, file)
         enc, prompt = get_tokenizer("gpt2", folder), PROMPT

@@ -25,12 +25,16 @@ that train.py refuses sizes that cannot fit before any work; it is a floor, not 
 Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a small model trained from scratch by default (train.py's warm start), or GPT-2's weights;
 - no dropout: RL needs the sampler and the trainer to see the same function;
-- the default tokenizer is byte-level (256 bytes + <|endoftext|>): it works offline and suits arithmetic.
-  GPT-2's BPE ("gpt2") is built by checkpoint.get_tokenizer from the same bpe_encoding below.
+- a from-scratch model's tokenizer is built in code, offline (byte_tokenizer): the 256 bytes, the task's words
+  (train.py), <|endoftext|>. Digits stay one byte each, which suits arithmetic; a word is one token, so a built-in
+  prompt is 22-27 tokens instead of 53-73 bytes and a padded warm-start row 47 tokens instead of 96 on average:
+  half the work per problem. GPT-2's BPE ("gpt2") is built by checkpoint.get_tokenizer from the same bpe_encoding.
 """
 
 import math
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass
 
 import tiktoken
@@ -52,9 +56,22 @@ def bpe_encoding(name, ranks):
     )
 
 
-def byte_tokenizer():
-    """The default tokenizer: the 256 byte tokens plus <|endoftext|> (id 256), offline."""
-    return bpe_encoding("bytes", {bytes([i]): i for i in range(256)})
+def byte_tokenizer(words=()):
+    """The tokenizer of a model trained from scratch, offline: the 256 byte tokens, then each of `words` (bytes) and
+    its prefixes, then <|endoftext|>. No words: "bytes", EOS id 256. With words: "words". BPE merges two adjacent
+    pieces at a time; any two leading pieces of a word join into a prefix, which is a token, so a word that GPT-2's
+    pattern splits off whole (" stamps" in "7 stamps,") always ends as one token. Digits stay one byte each."""
+    ranks = {bytes([i]): i for i in range(256)}
+    for prefix in (word[:k] for word in words for k in range(2, len(word) + 1)):
+        ranks.setdefault(prefix, len(ranks))
+    return bpe_encoding("words" if len(ranks) > 256 else "bytes", ranks)
+
+
+def frequent_words(texts, n=256):
+    """The n most frequent words of `texts`, sorted, as bytes: runs of letters or of symbols ("####"), with the space
+    before them if any (as GPT-2's pattern splits them), two bytes or more; none holds a digit."""
+    counts = Counter(w.encode() for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w]+", text))
+    return sorted(sorted((w for w in counts if len(w) > 1), key=lambda w: (-counts[w], w))[:n])
 
 
 def left_pad(seqs, pad_id):
@@ -143,7 +160,7 @@ class KVCache:
 @dataclass
 class GPTConfig:
     block_size: int = 256  # longest sequence (positions) the model can see
-    vocab_size: int = 257  # 256 bytes + <|endoftext|>; 50257 for tiktoken's gpt2
+    vocab_size: int = 257  # 256 bytes + <|endoftext|> (more with words: byte_tokenizer); 50257 for gpt2
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 256

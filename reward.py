@@ -200,6 +200,13 @@ class Task:
             self.problems, self.test, self.held_out = pool, pool[:eval_size], {pb.question for pb in pool}
             self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
 
+    def texts(self, template, n=1000):
+        """Training problems as the model reads them, prompt (`template`) and solution: the text a from-scratch
+        tokenizer counts its words on (train.py). All of a file's; n built-in ones, drawn by Random(0)."""
+        rng = random.Random(0)
+        problems = self.train if self.data is not None else [self.sample(rng) for _ in range(n)]
+        return [template.format(question=pb.question) + pb.solution for pb in problems]
+
     def sample(self, rng):
         """One training problem drawn with `rng`: built-in ones fresh, with the teacher's slips and checks."""
         if self.data is not None:

@@ -34,7 +34,7 @@ import checkpoint
 import grpo
 import reward
 import sample
-from model import GPT, PROMPT, GPTConfig, byte_tokenizer
+from model import GPT, PROMPT, GPTConfig, byte_tokenizer, frequent_words
 
 # ----------------------------------------------------------------------------- config
 CUDA, MPS = torch.cuda.is_available(), torch.backends.mps.is_available()  # sizes follow CUDA; auto: the best
@@ -77,7 +77,7 @@ arg("--clip_eps", type=bounded(float, 0, 10, True), default=0.2, help="clip rang
 arg("--clip_eps_high", type=bounded(float, 0, 10, True), default=None, help="ε_high; None: ε (DAPO: 0.28)")
 arg("--mu", type=bounded(int, 1, 100), default=1, help="updates per rollout (μ)")
 arg("--dynamic", type=bounded(int, 0, 100), default=0, help="rounds after the first replacing dead groups (DAPO)")
-arg("--lr", type=rate, default=1e-4, help="GRPO learning rate (AdamW)")
+arg("--lr", type=rate, default=1e-4 if CUDA else 2e-4, help="GRPO learning rate (AdamW)")
 # rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward on a rank; 0: all")
@@ -85,8 +85,8 @@ arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="completio
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="sampling temperature of rollouts and pass@k")
 arg("--reward", default="verifier", choices=tuple(reward.REWARDS), help="reward function (reward.py)")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
-arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 60, help="GRPO steps")
-arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 30, help="evaluate and save every N steps")
+arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 120, help="GRPO steps")
+arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 40, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems scored for greedy accuracy and pass@k/maj@k")
 # task
 arg("--data", default=None, help="GSM8K-format JSONL (question, answer ending '#### n'); None: the built-in task")
@@ -140,9 +140,11 @@ if master:
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
 torch.manual_seed(args.seed)  # the model's init; the task, sampling and evaluation have generators of their own
 
-# ----------------------------------------------------------------------------- model and task
-if args.init_from == "scratch":
-    enc, prompt = byte_tokenizer(), PROMPT
+# ----------------------------------------------------------------------------- task and model
+task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
+task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
+if args.init_from == "scratch":  # the tokenizer: bytes and the task's words (a prompt is 25 tokens, not 63 bytes)
+    enc, prompt = byte_tokenizer(frequent_words(task.texts(PROMPT))), PROMPT
     shape = dict(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
 else:  # a nanogrpo checkpoint or GPT-2's weights: config, tokenizer and prompt template come from the file
@@ -201,8 +203,6 @@ def request_stop(signum, frame):  # Ctrl-C: the step in flight finishes on every
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
-task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
 known = {pb.question: encode(pb)[0] for pb in task.problems}  # each fits the model (one drawn later: when drawn)
 test_prompts, test_golds = [known[pb.question] for pb in task.test], [pb.gold for pb in task.test]
 longest = max(map(len, known.values())) + args.max_new_tokens  # columns of a step's longest row, at the least

@@ -11,8 +11,10 @@ up to 18; with --difficulty 3 or --verbose the later lines count as 2) and by wh
 showed (2-core Xeon, G = 4, seed 1337's held-out problems) on the earlier CPU default (--n_embd 128, 1000 warm-start
 steps of 64 rows at 2e-3, 150 GRPO steps): seed 1337's warm start computed 97% of its lines right and ended at 0.98
 greedy, seeds 1 and 2's 91-92% (their second lines 34-89%) and ended near 0.85, and the GRPO steps left that share
-where it was: GRPO mostly unlearned the teacher's wrong final line, not the arithmetic. The current default's warm
-starts (--n_embd 96, 1500 steps of 48 rows at 3e-3) compute 96.5%, 95.1% and 97.1% right (seeds 1337, 1, 2).
+where it was: GRPO mostly unlearned the teacher's wrong final line, not the arithmetic. The next default's warm
+starts (--n_embd 96, 1500 steps of 48 rows at 3e-3, byte tokenizer) computed 96.5%, 95.1% and 97.1% right (seeds
+1337, 1, 2). The current one's (the same, with the task's words as tokens; 2-core AMD EPYC; --seed as trained)
+99.2%, 98.5% and 98.9%.
 """
 
 import argparse

@@ -32,7 +32,7 @@ from checkpoint import (
     restore,
     save_checkpoint,
 )
-from model import GPT, PROMPT, GPTConfig, left_pad
+from model import GPT, PROMPT, GPTConfig, byte_tokenizer, left_pad
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
@@ -262,6 +262,16 @@ def test_checkpoint_round_trip_rebuilds_model_tokenizer_and_prompt(tmp_path):
     assert torch.equal(again.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
 
 
+def test_checkpoint_keeps_a_words_tokenizer_whole(tmp_path):
+    enc = byte_tokenizer([b" stamps", b" gives", b"####"])  # train.py's from-scratch kind: bytes and a task's words
+    model = reference(0, GPTConfig(block_size=8, vocab_size=enc.n_vocab, n_layer=1, n_head=1, n_embd=8))
+    save_checkpoint(tmp_path / "w.pt", model, enc)
+    _, again, _ = load_model(tmp_path / "w.pt")
+    text = "Q: Mia has 7 stamps, gives away 3.\nA: 7-3=4\n#### 4"
+    assert again.name == "words" and again.n_vocab == enc.n_vocab and again.encode(text) == enc.encode(text)
+    assert len(again.encode(" stamps")) == 1 and again.eot_token == enc.eot_token
+
+
 def test_checkpoint_of_a_gpt2_model_finds_its_tokenizer_beside_it(tmp_path):
     folder, _ = gpt2_folder(tmp_path)
     model, enc, _ = load_model(folder)
@@ -333,6 +343,16 @@ def torch_file(tmp_path, obj):
     return tmp_path / "x.pt"
 
 
+def words_checkpoint(tmp_path, edit):
+    """A checkpoint of a "words" tokenizer whose ranks `edit` changed (dict -> dict or None), signed anew."""
+    enc = byte_tokenizer([b" stamps"])
+    cfg = GPTConfig(block_size=8, vocab_size=enc.n_vocab, n_layer=1, n_head=1, n_embd=8)
+    save_checkpoint(tmp_path / "w.pt", reference(0, cfg), enc)
+    ckpt = torch.load(tmp_path / "w.pt", weights_only=True)
+    ckpt["tokenizer_ranks"] = edit(ckpt["tokenizer_ranks"])
+    return torch_file(tmp_path, signed({k: v for k, v in ckpt.items() if k != "digest"}))
+
+
 def signed(ckpt):
     """A crafted checkpoint with a valid digest, so that the check after the digest's is the one that fires."""
     return {**ckpt, "digest": digest(ckpt)}
@@ -401,6 +421,9 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
         ),
         "tokenizer",
     ),
+    "words tokenizer without its ranks": (lambda d: words_checkpoint(d, lambda r: None), "ranks are not"),
+    "words tokenizer with an id twice": (lambda d: words_checkpoint(d, lambda r: {**r, b"xyz": 0}), "ranks are not"),
+    "words tokenizer without a byte": (lambda d: words_checkpoint(d, lambda r: r.pop(b"a") and r), "ranks are not"),
     "flipped bit": (flipped_bit, "digest"),
     "non-finite weights": (
         lambda d: (small_checkpoint(d / "x.pt", **{"transformer.h.0.ln_1.bias": float("inf")}), d / "x.pt")[1],

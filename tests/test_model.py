@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import model as model_module
-from model import GPT, GPTConfig, byte_tokenizer, left_pad
+from model import GPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -147,6 +147,24 @@ def test_bytes_tokenizer_round_trips_utf8():
         assert enc.decode(ids) == text
         assert len(ids) == len(text.encode("utf-8"))
     assert enc.encode("<|endoftext|>", allowed_special="all") == [256]
+
+
+def test_words_tokenizer_makes_each_word_one_token_and_keeps_digits_single():
+    texts = ["Q: Mia has 7 pens, gets 12 more.\nA: 7+12=19\n#### 19"] * 3 + ["Mia has pens now?"]
+    assert frequent_words(texts) == [b" Mia", b" gets", b" has", b" more", b" now", b" pens", b"####", b"Mia"]
+    words = frequent_words(texts, n=6)  # the 6 most frequent, sorted: "Mia" and " now" (once each) left out
+    assert words == [b" Mia", b" gets", b" has", b" more", b" pens", b"####"]
+    assert frequent_words(["a bb bb ccc ccc ccc 44 x5y _z"], n=2) == [b" bb", b" ccc"]  # no digit, two bytes or more
+    enc = byte_tokenizer(words)
+    assert enc.name == "words" and enc.eot_token == enc.n_vocab - 1 == 256 + sum(len(w) - 1 for w in words)
+    text = "Q: Mia has 7 pens, gets 12 more.\nA: 7+12=19\n#### 19"
+    pieces = [enc.decode_single_token_bytes(i) for i in enc.encode(text)]
+    assert pieces[3:5] == [b" has", b" "] and b" pens" in pieces and b"####" in pieces
+    assert [p for p in pieces if p.isdigit()] == [b"7", b"1", b"2", b"7", b"1", b"2", b"1", b"9", b"1", b"9"]
+    for text in ["Ünïcødé − 3½ × 2 = 7 ✓ 数学 🙂", "hashes hass has", "ahas pensive", "", "a\nb\tc  "]:
+        assert enc.decode(enc.encode(text)) == text  # any text round-trips; a word inside another stays bytes
+    assert enc.encode("<|endoftext|>", allowed_special="all") == [enc.eot_token]
+    assert byte_tokenizer([]).name == "bytes" and byte_tokenizer([]).n_vocab == 257
 
 
 def test_parameter_count_matches_hand_count():

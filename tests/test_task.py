@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from model import PROMPT, byte_tokenizer, frequent_words
 from reward import DataError, Problem, Task, make_problem, read_gsm8k, reward
 
 DATA = Path(__file__).parent / "data"
@@ -232,3 +233,34 @@ def test_the_key_names_the_problems_not_the_path(tmp_path):
     assert Task(here, eval_size=2).key != Task(here).key  # another split
     assert Task(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != Task(here).key
     assert Task(here).key not in keys.values()
+
+
+def test_texts_are_training_problems_as_the_model_reads_them(tmp_path):
+    """Task.texts: what train.py's from-scratch tokenizer counts its words on. The built-in task's are n fresh
+    problems (a seed's held-out ones skipped), and every seed has the same words; a data file's are its training
+    problems, none held out."""
+    task = Task(seed=3)
+    texts = task.texts("Q: {question}\nA: ", n=300)
+    held_out = {pb.question for pb in task.problems}
+    assert len(texts) == 300 and all(t.startswith("Q: ") and "\nA: " in t and "\n#### " in t for t in texts)
+    assert not any(t[3:].partition("\nA: ")[0] in held_out for t in texts)
+    assert frequent_words(texts) == frequent_words(Task(seed=4).texts("Q: {question}\nA: ", n=300))
+    rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(20)]
+    data = Task(write(tmp_path, rows))
+    assert data.texts("{question}|") == [f"{pb.question}|{pb.solution}" for pb in data.train]
+
+
+def test_the_built_in_task_reads_in_words_and_digits():
+    """The from-scratch tokenizer on the built-in task (train.py): every word of a problem is one token, digits and
+    symbols one byte each, so a prompt is 20 to 30 tokens where it is 50 to 80 bytes."""
+    enc = byte_tokenizer(frequent_words(Task().texts(PROMPT)))
+    assert enc.name == "words" and enc.n_vocab == 392  # 38 words and "####", with their prefixes
+    rng = random.Random(5)
+    for _ in range(200):
+        pb = make_problem(rng, 2, 0.5)
+        prompt = PROMPT.format(question=pb.question)
+        pieces = [enc.decode_single_token_bytes(i).decode() for i in enc.encode(prompt + pb.solution)]
+        words = re.findall(r" ?[A-Za-z]{2,}|####", prompt + pb.solution)  # "Q" and "A" are one byte already
+        assert [p for p in pieces if p.strip().isalpha() and len(p.strip()) > 1 or p == "####"] == words
+        assert [p for p in pieces if p.isdigit()] == list(re.sub(r"\D", "", prompt + pb.solution))
+        assert 20 <= len(enc.encode(prompt)) <= 30 and 50 <= len(prompt.encode()) <= 80

@@ -20,7 +20,7 @@ import advantage
 import grpo
 import reward
 import sample
-from checkpoint import save_checkpoint
+from checkpoint import load_model, save_checkpoint
 from model import GPT, GPTConfig, byte_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -460,13 +460,14 @@ def test_dynamic_sampling_keeps_groups_whole_and_each_row_its_own_reward(tmp_pat
     )
     assert r.returncode == 0, r.stderr
     assert calls[0] == 6 * G and 3 * G <= calls[1] < 6 * G and records(out, "train")[0]["rounds"] == len(calls)
-    tokens, P, enc = seen["tokens"], seen["P"], byte_tokenizer()
+    tokens, P, enc = seen["tokens"], seen["P"], load_model(os.path.join(out, "ckpt.pt"))[1]  # the run's tokenizer
     assert tokens.shape[0] == 6 * G
     prompts = tokens[:, :P].view(6, G, P)  # (B, G, P)
     assert (prompts == prompts[:, :1]).all() and len({tuple(p[0].tolist()) for p in prompts}) == 6  # whole groups
     texts = []
     for ids in tokens[:, P:].tolist():  # each completion up to its first EOS, as sample.completions_text reads it
-        texts.append(enc.decode(ids[: ids.index(256)] if 256 in ids else ids, errors="replace"))
+        eos = enc.eot_token
+        texts.append(enc.decode(ids[: ids.index(eos)] if eos in ids else ids, errors="replace"))
     assert seen["rewards"] == [float(len(t) % 2) for t in texts]  # each row's own reward, none from round 1
 
 
@@ -614,6 +615,17 @@ def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, m
     assert 0 < ev["pass@8"] <= 1 and 0 < ev["pass@1"] < 1  # some of the 8 samples are right, some wrong
     assert sum(ev["sampled_right"]) / (8 * len(ev["sampled_right"])) == ev["pass@1"]  # per problem, as counted
     assert sum(ev["greedy_right"]) / len(ev["greedy_right"]) == ev["greedy_acc"]
+
+
+def test_a_run_from_scratch_reads_the_task_in_words_and_its_checkpoint_keeps_them(tmp_path):
+    out = str(tmp_path / "out")
+    r = run(*TINY, "--sft_steps", "2", "--steps", "0", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    model, enc, prompt = load_model(os.path.join(out, "ckpt.pt"))
+    assert enc.name == "words" and model.config.vocab_size == enc.n_vocab == 392  # 256 bytes, 39 words' tokens, EOS
+    question = reward.Task().test[0].question  # "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?"
+    pieces = [enc.decode_single_token_bytes(i) for i in enc.encode(prompt.format(question=question))]
+    assert b" nuts" in pieces and b" gets" in pieces and b"3" in pieces and len(pieces) == 27
 
 
 def test_sample_py_talks_to_a_checkpoint(tmp_path, task):
