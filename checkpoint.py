@@ -34,7 +34,7 @@ if os.name == "posix":
 import tiktoken
 import torch
 
-from model import GPT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer
+from model import GPT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, is_byte_bpe
 
 
 class LoadError(ValueError):
@@ -48,7 +48,7 @@ def get_tokenizer(name="bytes", folder=None):
     """A tiktoken.Encoding: "bytes" (model.byte_tokenizer) or "gpt2" (`folder`/vocab.json if any, else tiktoken's)."""
     if name == "bytes":
         return byte_tokenizer()
-    if name != "gpt2":  # "words" is rebuilt from the ranks its checkpoint holds (load_model)
+    if name != "gpt2":
         raise LoadError(f"unknown tokenizer {name!r}; choose 'bytes' or 'gpt2'")
     if folder is not None and os.path.isfile(os.path.join(folder, "vocab.json")):
         return gpt2_from_vocab_json(os.path.join(folder, "vocab.json"))
@@ -94,10 +94,8 @@ def gpt2_from_vocab_json(path):
         if not token or any(c not in byte_of for c in token):
             raise LoadError(f"{path}: token {token!r} is not in GPT-2's byte characters; use GPT-2's vocab.json")
         ranks[bytes(byte_of[c] for c in token)] = i
-    if sorted(ranks.values()) != list(range(len(ranks))) or eot != len(ranks) or len(ranks) != len(vocab):
-        raise LoadError(f"{path}: ids must be 0..{len(vocab) - 1} once each, then <|endoftext|>; use GPT-2's")
-    if any(bytes([b]) not in ranks for b in range(256)):
-        raise LoadError(f"{path} lacks some of the 256 single-byte tokens; this is not a GPT-2 vocab.json")
+    if not is_byte_bpe(ranks) or eot != len(ranks) or len(ranks) != len(vocab):
+        raise LoadError(f"{path}: ids must be 0..{len(vocab)} once each, <|endoftext|> last, 256 single-byte tokens in")
     return bpe_encoding("gpt2", ranks)  # <|endoftext|> = len(ranks), checked above
 
 
@@ -165,7 +163,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     """Save `model`, its tokenizer (an Encoding or its name), prompt template and `extra` (the trainer's keys)."""
     model = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the module here
     name = getattr(tokenizer, "name", tokenizer)
-    if name not in TOKENIZERS:
+    if name not in TOKENIZERS or tokenizer == "words":  # by its name alone, "words" has no ranks to save
         raise ValueError(f"tokenizer {name!r} cannot be rebuilt from a checkpoint; use one of {TOKENIZERS}")
     if not (isinstance(prompt, str) and "{question}" in prompt):
         raise ValueError("the prompt template must be a str holding '{question}'")
@@ -215,10 +213,8 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
-    ranks = ckpt.get("tokenizer_ranks")  # BPE ranks {token bytes: id}: ids 0..n-1 once each, every byte a token
-    typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
-    bpe = typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
-    if (ranks is not None or ckpt["tokenizer"] == "words") and not bpe:
+    ranks = ckpt.get("tokenizer_ranks")  # a BPE's; None for "bytes" and may be for GPT-2 (from its files), not "words"
+    if (ranks is not None or ckpt["tokenizer"] == "words") and not is_byte_bpe(ranks):
         raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
     try:
         intact = ckpt["digest"] == digest(ckpt)
@@ -468,9 +464,8 @@ def load_model(path, device="cpu"):
     obj = read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint
         config, state, prompt = _check_checkpoint(obj, file), obj["model"], obj["prompt"]
-        ranks = obj.get("tokenizer_ranks")  # the BPE of "words" or GPT-2, saved with the checkpoint
-        saved = obj["tokenizer"] != "bytes" and isinstance(ranks, dict) and ranks
-        enc = bpe_encoding(obj["tokenizer"], ranks) if saved else get_tokenizer(obj["tokenizer"], folder)
+        ranks = obj.get("tokenizer_ranks")  # the BPE of "words" or GPT-2, checked by _check_checkpoint
+        enc = bpe_encoding(obj["tokenizer"], ranks) if ranks else get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
         config, state = _gpt2(obj, folder, file)
         enc, prompt = get_tokenizer("gpt2", folder), PROMPT

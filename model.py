@@ -49,6 +49,12 @@ PROMPT = "Q: {question}\nA: "  # the default prompt template (the built-in task'
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
+def is_byte_bpe(ranks):
+    """Whether `ranks` are a byte-level BPE's {token bytes: id}: ids 0..n-1 once each, each of the 256 bytes a token."""
+    typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
+    return typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
+
+
 def bpe_encoding(name, ranks):
     """A tiktoken.Encoding from BPE ranks {token bytes: id}, GPT-2's split pattern, <|endoftext|> the next id."""
     return tiktoken.Encoding(

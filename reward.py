@@ -201,10 +201,8 @@ class Task:
             self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
 
     def texts(self, template, n=1000):
-        """Training problems as the model reads them, prompt (`template`) and solution: the text a from-scratch
-        tokenizer counts its words on (train.py). All of a file's; n built-in ones, drawn by Random(0)."""
-        rng = random.Random(0)
-        problems = self.train if self.data is not None else [self.sample(rng) for _ in range(n)]
+        """Training problems as the model reads them (prompt `template`, solution): all of a file's, n built-in ones."""
+        problems = self.train if self.data is not None else map(self.sample, [random.Random(0)] * n)  # n draws, one rng
         return [template.format(question=pb.question) + pb.solution for pb in problems]
 
     def sample(self, rng):

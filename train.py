@@ -143,7 +143,7 @@ torch.manual_seed(args.seed)  # the model's init; the task, sampling and evaluat
 # ----------------------------------------------------------------------------- task and model
 task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
 task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems, and a sampler of the others
-if args.init_from == "scratch":  # the tokenizer: bytes and the task's words (a prompt is 25 tokens, not 63 bytes)
+if scratch:  # the tokenizer: bytes and the task's words (a prompt is 25 tokens, not 63 bytes)
     enc, prompt = byte_tokenizer(frequent_words(task.texts(PROMPT))), PROMPT
     shape = dict(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))

@@ -289,6 +289,8 @@ def test_save_checkpoint_refuses_what_it_could_not_load_back(tmp_path):
             save_checkpoint(tmp_path / "c.pt", model, enc, **kwargs)
     with pytest.raises(ValueError):
         save_checkpoint(tmp_path / "c.pt", model, "cl100k_base")
+    with pytest.raises(ValueError):  # its ranks are in its Encoding, not in its name
+        save_checkpoint(tmp_path / "c.pt", model, "words")
     assert os.listdir(tmp_path) == []
 
 
