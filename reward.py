@@ -4,14 +4,21 @@ by Task) and the verifier that pays the reward GRPO's advantages are computed fr
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
-extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to the answer and the gold alike.
- 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...).
+extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
+ 0. Invisible characters (zero-width space and joiners, word joiner, soft hyphen, BOM) go and full-width and
+    mathematical digits are plain before anything is read: "\u2212\u200b3" is -3, never 3; "４２" and "𝟒𝟐" are 42.
+ 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...); one that opens
+    the completion, <|im_start|> (or <|im_start|>assistant), is passed over.
  2. Thinking goes: all up to the last </think> if text follows; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer phrase in any case or tongue ("the answer is", "**Final answer**", "答案是", "Antwort:", "Ответ:",
-    ...); the last sentence, after every mark, if it opens with a conclusion (so, thus, hence, in total, ...) or states
-    "the <quantity> is N" or "..., but I get N", with one number after that (or an equation's last side after it).
+    an answer phrase in any case or tongue ("the answer is", "**Final answer**", "答案是", "**结论**：", "Antwort:",
+    "La respuesta final es", "Réponse :", "Endergebnis:", "Ответ:", "الإجابة هي", "उत्तर 42 है"), or "Answer $ 9 $"
+    opening a line; the last sentence, after every mark, if it opens with a conclusion (so, thus, in total, por lo
+    tanto, donc, daher, also hat, 所以 or 因此 even after a space, إذن, इसलिए; also right after display math: "$$ ... $$
+    Therefore ...") or states "the <quantity> is N" or "..., but I get N", with one number after that (or an
+    equation's last side after it) or "no cookies left"; up to 3 courtesies or checks after it are passed over ("I
+    hope it is correct.", "Check: 42 - 7 = 35 ✓") if they hold no number but its own.
  5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
     then ... would, for example, a similar problem, says) unless after "but I"; an opening method ("If we add them
     up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
@@ -19,19 +26,29 @@ extract_answer(o) applies rules 1-9 in order; parse_number() applies 10-14 to th
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
     (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number.
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, "is the answer \\boxed{42}"; "42,
-    not 41" is no doubt); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
- 9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, mistake, "No, ...", typo, ...).
-10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}; drop $, \\(, **, `, %, and degrees with their unit
-    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side (x = 5 + 6 = 11: 11).
-11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000; 3,125 is 3125, but 42,43 and 1, 2 are lists, not numbers.
+    line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number,
+    less a check in parentheses that gives it ("Tom has 105 apples (35 + 70 = 105)."); a quantity restated in another
+    unit, checked equal, is the one restated ("2 hours and 40 minutes (160 minutes)": 160). Two values are no answer
+    ("She makes $18 per day, which is $126 per week." asks which; after a phrase the first is marked).
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, peut-être, 可能,
+    ربما, शायद, "is the answer \\boxed{42}"; "42, not 41" is no doubt); "the answer isn't"; an operator or factor at a
+    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+ 9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
+10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, and degrees
+    with their unit (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side
+    (x = 5 + 6 = 11: 11). \\! is no stop: $16,\\!386.20$.
+11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
+    After a phrase or conclusion in Spanish, French, German or Russian: 70 000 and 1.250.000 are thousands and 18,50
+    is 18.5, but 1.000 and 1,250 are a thousand or one: refused (in English 1.000 stays 1, 18,50 no number).
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
-    thousand, million or billion multiplies; an operator or hedge word (or, to, times, squared) is not a number.
-13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2), powers of ten (1.35 \\times 10^4)
-    and number words up to the thousands (forty-eight, two thousand and five, twelve hundred).
-14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance, no ×100 for
-    percents, no eval. 1e3, \\sqrt{2}, \\pi do not parse. No answer never counts as the value 0.
+    thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to, times,
+    squared, oder, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
+13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of ten
+    (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6 but not 1e3), number words up to the thousands (forty-eight, two thousand
+    and five, twelve hundred, a dozen) and as fractions (three quarters, a half), small ones in other languages (siete,
+    douze, zwölf, سبعة, सात; 七, 十二, 四十二个).
+14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
+    no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
 A final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
 marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
 (R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank line, right or not.
@@ -49,6 +66,7 @@ import functools
 import json
 import random
 import re
+import unicodedata
 import zlib
 from collections import namedtuple
 from fractions import Fraction
@@ -70,11 +88,20 @@ UNIT_WORDS = """dollar dollars cent cents percent usd second seconds sec secs mi
     gram grams g gallon gallons liter liters litre litres ml degree degrees unit units square sq cubic per""".split()
 NOT_UNITS = """the or and nor to plus minus times over divided by is are was were be not no maybe perhaps if
     than more less fewer greater smaller larger squared cubed half halves quarter quarters third thirds pi approximately
-    roughly about around nearly""".split()
+    roughly about around nearly oder mehr weniger etwa ou moins environ menos casi presque aproximadamente""".split()
 MULTIPLIERS = {"dozen": 12, "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 _NUMBER_NAMES = """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
     seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety""".split()
 NUMBER_WORDS = dict(zip(_NUMBER_NAMES, [*range(20), *range(20, 100, 10)]))  # rule 13, with hundred and thousand
+_SMALL_NAMES = """zero | cero uno dos tres cuatro cinco seis siete ocho nueve diez - doce | zéro - deux trois quatre
+    cinq - sept huit neuf dix onze douze | - eins zwei drei vier fünf sechs sieben acht neun zehn elf zwölf
+    | صفر واحد اثنان ثلاثة أربعة خمسة ستة سبعة ثمانية تسعة عشرة | शून्य एक दो तीन चार पांच छह सात आठ नौ दस"""  # 0, 1
+SMALL_NUMBER_WORDS = {w: i for row in _SMALL_NAMES.split("|") for i, w in enumerate(row.split()) if w != "-"}
+FRACTION_WORDS = dict(half=2, halve=2, third=3, quarter=4, fourth=4, fifth=5, sixth=6, seventh=7, eighth=8, ninth=9)
+FRACTION_WORDS.update({w + "s": d for w, d in FRACTION_WORDS.items()}, tenth=10, tenths=10)  # thirds, halves
+_SIZES = """second=1 minute=60 min=60 hour=3600 hr=3600 day=86400 week=604800 | inch=1 inches=1 foot=12 feet=12 ft=12
+    yard=36 | ounce=1 oz=1 pound=16 lb=16 | cent=1 dollar=100 | cm=1 m=100 km=100000 | g=1 kg=1000"""  # rule 7
+UNIT_SIZES = {w: (d, int(n)) for d, row in enumerate(_SIZES.split("|")) for w, n in (p.split("=") for p in row.split())}
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
 ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
@@ -104,6 +131,18 @@ def rewards(completions, golds, *, format_bonus=0.0, last_number=False):
 
 
 REWARDS = {"verifier": rewards}  # for --reward: fn(completions, golds one per completion, *, format_bonus=0) -> (N,)
+
+
+def overlong_penalty(lengths, max_len, cache):
+    """DAPO's soft overlong punishment (Yu et al. 2025), added to the reward by train.py --overlong: (N,) float32,
+    0 for an answer of at most max_len - cache tokens, then falling linearly to -1 at max_len tokens:
+        R(|o|) = 0                                  |o| <= max_len - cache
+        R(|o|) = (max_len - cache - |o|) / cache     max_len - cache < |o| <= max_len
+    |o| counts the EOS token, as the loss's mask does; an answer cut off at max_len gets -1. 0 < cache < max_len."""
+    if not 0 < cache < max_len:
+        raise ValueError(f"the overlong penalty needs 0 < cache ({cache}) < max_len ({max_len})")
+    over = lengths.float() - (max_len - cache)  # (N,) tokens into the last `cache`
+    return -(over.clamp(min=0) / cache)  # (N,)
 
 
 def expand_golds(golds, N):
@@ -142,10 +181,14 @@ def parse_number(s):
 def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
     """A word problem of 1..difficulty operations on 1-9 and a teacher's GSM8K-style solution: with probability `slip`
     it ends on the number before the last operation (a wrong answer RL can unlearn); with `verbose`, a check line."""
-    name, item, x = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 9)
-    text, lines = f"{name} has {x} {item}", []
+    name = rng.choice(NAMES)
+    item = rng.choice(ITEMS)
+    x = rng.randint(2, 9)
+    text = f"{name} has {x} {item}"
+    lines = []
     for _ in range(rng.randint(1, difficulty)):
-        prev, add = x, rng.random() < 0.5 or x < 2  # nothing to give away from 1
+        prev = x
+        add = rng.random() < 0.5 or x < 2  # nothing to give away from 1
         n = rng.randint(1, 9 if add else min(9, x - 1))
         x, text = (x + n, text + f", gets {n} more") if add else (x - n, text + f", gives away {n}")
         lines.append(f"{prev}{'+' if add else '-'}{n}={x}")
@@ -162,13 +205,15 @@ def read_gsm8k(path):
             lines = f.readlines()
     except OSError as e:
         raise DataError(f"{path}: {e.strerror or e}" if str(path) else "the data file name is empty") from e
-    problems, expected = {}, "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
+    problems = {}
+    expected = "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:  # not UTF-8, not JSON, or not an object holding both keys
             row = json.loads(line.decode("utf-8"))
-            question, answer = str(row["question"]), str(row["answer"])
+            question = str(row["question"])
+            answer = str(row["answer"])
         except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise DataError(f"{path} line {i}: {expected}") from e
         if "####" not in answer:
@@ -188,16 +233,22 @@ class Task:
     10% (at most eval_size) held out. None: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored."""
 
     def __init__(self, data=None, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
-        self.data, self.difficulty, self.slip, self.verbose = data, difficulty, slip, verbose
+        self.data = data
+        self.difficulty = difficulty
+        self.slip = slip
+        self.verbose = verbose
         if data is not None:
             self.problems = read_gsm8k(data)
             n_test = min(eval_size, max(1, len(self.problems) // 10))
-            self.test, self.train = self.problems[-n_test:], self.problems[:-n_test]
+            self.test = self.problems[-n_test:]
+            self.train = self.problems[:-n_test]
             self.key = f"data-{zlib.crc32(json.dumps(self.problems).encode())}-eval{n_test}"  # content: a file may move
         else:
             rng = random.Random(seed + 1)
             pool = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
-            self.problems, self.test, self.held_out = pool, pool[:eval_size], {pb.question for pb in pool}
+            self.problems = pool
+            self.test = pool[:eval_size]
+            self.held_out = {pb.question for pb in pool}
             self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
 
     def texts(self, template, n=1000):
@@ -209,9 +260,10 @@ class Task:
         """One training problem drawn with `rng`: built-in ones fresh, with the teacher's slips and checks."""
         if self.data is not None:
             return rng.choice(self.train)
-        while (pb := make_problem(rng, self.difficulty, self.slip, self.verbose)).question in self.held_out:
-            pass
-        return pb
+        while True:
+            pb = make_problem(rng, self.difficulty, self.slip, self.verbose)
+            if pb.question not in self.held_out:
+                return pb
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -219,8 +271,10 @@ class Task:
 _Statement = namedtuple("_Statement", "kind start mark_end close")
 _END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
 _CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
-_FOREIGN = ("答", "Antwort", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # rule 4
+_LOCAL_MARKS = ("Antwort", "Endergebnis", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # 18,50
+_FOREIGN = ("答", "结论", *_LOCAL_MARKS, "الإجابة", "الاجابة", "الجواب", "उत्तर")  # rule 4
 _MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER", *_FOREIGN)  # each found with str.find
+_ASCII_MARKS = tuple(mark for mark in _MARKS if mark.isascii())  # all an ASCII text can hold
 _HIDDEN = (  # rule 3, in turn: code blocks, HTML comments (an unclosed one runs on), ~~struck~~, % comments (not 50%)
     (re.compile(r"(?s)```.*?```|```.*"), "\n"),
     (re.compile(r"(?s)<!--.*?-->|<!--.*"), " "),
@@ -230,32 +284,46 @@ _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # after ####: not an answer
 _PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
     (?: : | = | (?:is|was|(?:would|will|should)\sbe)\b | (?P<negated>(?:is|was)n['\u2019]t\b) )""")
-_FOREIGN_LINK = re.compile(r"(?:案|え)?[ \t]*(?:[:：]|是|为|為|は|ist\b|lautet\b|es\b|est\b)")  # 答案是
+_FOREIGN_LINK = re.compile(r"""(?x) (?:案|え)?(?:\*\*)?[\ \t]*(?:(?:finale?|correct[ae]|النهائية|الصحيحة)[\ \t]*|)
+    (?: [:：]|是|为|為|は|(?:ist|lautet|beträgt|es|est|هي|هو)\b|है | (?<=उत्तर)[\ \t]+(?=-?[0-9]) )""")  # 答案是
 _TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
+_BARE = re.compile(r"\*\*[ \t]*(?=[-$\\0-9])|[ \t]+(?=\$|\\\()")
+_CHAT_START = re.compile(r"\s*<\|im_start\|>(?:assistant\b)?(?![ \t]*(?:user|system|tool)\b)")
 _LEAD = re.compile(r"""(?ix) [\ \t:*}]* (?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also
     |actually|equal\ to)\b|) [\ \t,]*""")
 _NOT_VALUE = re.compile(r"""(?ix) (?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified
     |confirmed|as\ follows|below|above|shown|given|the\ same|that)\b""")  # a verdict
 _OPENERS = re.compile(r"(?:\s|\$|\\\[|\\\(|\*)*")
-_VALUE_END = re.compile(r"""(?x) \.(?!\S) | [!?;<\n。，；\u2600-\u27bf\U0001f300-\U0001faff] | ,(?=[\ \t]+[^\d\s-])
-    | [\ \t][(\u2014] | \*\*""")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[\n。]")
-_LAST_BREAK = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。，；]|,\s)")  # .* backtracks from the end to the last one
-_LAST_STOP = re.compile(r"(?s).*([.!?;](?=\s)|[!?\n。；])")  # the last break between sentences (or a ;)
-_CONCLUDES = r"so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)|th(?:is|at)\smeans"
-_OPENER = re.compile(rf"""(?ix) (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014])) (?:(?:{_CONCLUDES})\b|所以|因此) [\s,:，]*
+_VALUE_END = re.compile(r"""(?x) \.(?!\S) | [!;](?<!\\.) | [?<\n。；।\u2600-\u27bf\U0001f300-\U0001faff]
+    | ,(?=[\ \t]+[^\d\s-]) | [\ \t][(\u2014] | \*\* | (?<![0-9])， | ，(?![0-9])""")  # not in 10,\!000 or １，２３４
+_SENTENCE_END = re.compile(r"[.!?](?<!\\.)(?=\s|$)|[\n。।]")  # not at \! (10,\! 000)
+_LAST_BREAK = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。，；।]|,\s)")  # .* backtracks to the last one
+_LAST_STOP = re.compile(
+    r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])"
+)  # the last break between sentences (or a ;)
+_CONCLUDES_EU = r"""por\s(?:lo\s)?tanto|entonces|as[ií]\sque|en\stotal|donc|ainsi|par\sconséquent|au\stotal|daher|somit
+    |folglich|insgesamt|also(?=\s(?:hat|haben|ist|sind|beträgt|bekommt|kostet|bleib\w*|braucht|verdient|gibt)\b)"""
+_CONCLUDES = rf"""so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)
+    |th(?:is|at)\smeans|{_CONCLUDES_EU}"""
+_CONCLUDES_OTHER = "所以|因此|إذن|لذلك|لذا|وبالتالي|इसलिए|अतः"  # no \b: CJK writes no spaces
+_OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
+    (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
+    | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
     | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
     | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
-_SETTLES = re.compile(rf"(?i)\b(?:{_CONCLUDES})\b|所以|因此")  # rule 6
+_SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
+_COMMA_DECIMAL = re.compile(rf"(?ix){_CONCLUDES_EU}")  # a language that writes 18,50 (rule 11)
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
     |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
     |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
 _UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
     (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
 _DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
-    |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally)\b
-    | n['\u2019]t\b | \?""")  # rule 8, on lowercased text like _ASIDE
+    |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
+    |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
+    |peut-être|probablement|ou|pas|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟] | 或|可能|大约|大概|也许|不是|没有
+    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not\ssure|unsure
@@ -263,24 +331,33 @@ _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oo
     |joke|typo|i\smeant|guess\w*|give\sup|no\sidea|alternatively|second\sthought|messed\sup|miscalculat\w*|overlooked
     |made\san?\serror|start\sover|redo|correct\s(?:value|result|number|total)\sis|(?:do|did)n['\u2019]t\sknow
     |(?:can['\u2019]?t|cannot|couldn['\u2019]t)\s(?:solve|determine|tell))\b | \bedit: | [\u2717\u274c] | \bnot\sreally
-    | (?:\bnot|n['\u2019]t)(?:\sbe)?(?:\squite)?(?:\sthe)?\s(?:right|correct)\b | (?:^|[.!?;\u2014]\s)\s*(?:or|no)\b""")
+    | (?:\bnot|n['\u2019]t)(?:\sbe)?(?:\squite)?(?:\sthe)?\s(?:right|correct)\b | (?:^|[.!?;\u2014]\s)\s*(?:or|no)\b
+    | \b(?:espera|equivocad[oa]|attends|erreur|faux|fausse|warte|falsch|fehler|خطأ|انتظر)\b | 等等|不对|错了|गलत|रुको""")
 _MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
 _OPERATOR_WORDS = r"times|plus|minus|divided|squared|cubed|(?:dozen|hundred|thousand|million|billion|trillion)s?"
 _GLUED_BEFORE = re.compile(rf"""(?x) (?:[0-9{{|}}] | (?<!\\)[(\[]
     | (?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | (?<!\*)\* | {_MATH_OPS}
-    | \\(?:sqrt|frac|dfrac|tfrac|not|neg|log|ln|exp))[\ \t]*)\Z""")
+    | \\(?:sqrt|[cdt]?frac|not|neg|log|ln|exp))[\ \t]*)\Z""")
 _BAD_AFTER_BOX = re.compile(rf"""(?x) (?!\^[\ \t]*\{{?[\ \t]*\\circ|\*\*) (?:[0-9A-Za-z(!'^_] | [:,][\ \t]*[0-9]
     | [\ \t]*(?:[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | {_MATH_OPS}
     | (?:\\[,;:!]|~|)[\ \t]*(?:\\text\{{|\\mbox\{{|)[\ \t]*(?:over|{_OPERATOR_WORDS})\b))""")
-_NUMBER_RUN = re.compile(r"[0-9][0-9,./]*")
+_NUMBER_RUN = re.compile("[0-9](?:[0-9,./]|[ \u00a0\u202f](?=[0-9][0-9][0-9](?![0-9]))|，(?=[0-9]))*[¼-¾⅐-⅞]?")
+_LOCAL_NUMBER = re.compile(r"""(?x) (?<![0-9.,]) ([0-9]{1,3}  # 1.250.000,50  70 000  18,50
+    (?:(?:\.[0-9][0-9][0-9]){2,} | (?:[\ \u00a0\u202f][0-9][0-9][0-9])+ | \.[0-9][0-9][0-9](?=,[0-9])) | [0-9]+)
+    (,[0-9]+|) (?![0-9]|[.,][0-9])""")
+_AMBIGUOUS = re.compile(r"(?<![0-9.,])[0-9]{1,3}[.,][0-9][0-9][0-9](?![0-9]|[.,][0-9])")  # 1.000: a thousand or one?
+_PAREN_CHECK = re.compile(r"[ \t]*\([^()=]{1,80}=([^()=]{1,40})\)")  # "105 apples (35 + 70 = 105)"
+_CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+) ?\(([0-9]+\.[0-9]+|[0-9]+) ?([a-z]+)\)")
+_NONE_LEFT = re.compile(r"n(?<![a-z]n)(?:one|othing|o\s[a-z]+)\s(?:[a-z]+\s|)(?:left|remaining)\b")  # 0, lowercased
+_AFTERWORD = re.compile(r"(?i)(?:i\s)?hope|let\sme\sknow|feel\sfree|thanks?\b|(?:double-)?check|verif")  # rule 4
 _NOT_SOLE = re.compile(rf"""(?ix) [*^=<>\u00d7\u00f7\u2248+] | \\[a-z]+ | \b(?:{_OPERATOR_WORDS}|negative|under|above
     |below|square\sof|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|about|around|nearly
-    |almost|approx\w*|roughly|up\sto|mod)\b""")
+    |almost|approx\w*|roughly|up\sto|mod|más|menos|mehr|weniger|moins|plus|etwa|environ)\b""")
 _RUN_ON = re.compile(r"\n[ \t*]*Q(?:uestion)?:")  # a line that opens with Q: (rule 5)
 
 
 def _final_answer(text, last_number=False):
-    """(answer or None, kind of the final statement or None, whether it ends on the last non-blank line): rules 1-9."""
+    """(answer or None, kind of the final statement or None, whether it ends on the last non-blank line): rules 0-9."""
     text = _preprocess(text)
     if "Q" in text:  # rule 5: only a Q: line after the first statement is a run-on
         first = next(_statements(text, last=False), None)
@@ -306,7 +383,8 @@ def _final_answer(text, last_number=False):
     before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
     before = before and _outermost(text, before)
     read = before and _read(text[: statement.start], before)  # rule 6: its text ends where the final one starts
-    value, other = parse_number(answer), parse_number(read[0]) if read else None
+    value = parse_number(answer)
+    other = parse_number(read[0]) if read else None
     if value is not None and other not in (None, value) and not _DOUBT.search(_clause(text, before.start)[0].lower()):
         if not (_SETTLES.search(text, before.start, start) or _RETRACT.search(text, before.start, start)):
             return None, statement.kind, False  # a conflict, unsettled; "First guess: 42" was in doubt
@@ -315,8 +393,10 @@ def _final_answer(text, last_number=False):
 
 
 def _preprocess(text):
-    """Rules 1-3: the completion up to its first end token, without thinking, code or comments."""
-    text = _END_TOKEN.split(text, maxsplit=1)[0]
+    """Rules 0-3: the completion in plain digits, up to its first end token, without thinking, code or comments."""
+    text = _plain(text)
+    chat = _CHAT_START.match(text)  # "<|im_start|>assistant" opening the completion is no end of it
+    text = _END_TOKEN.split(text[chat.end() :] if chat else text, maxsplit=1)[0]
     i = text.rfind("</think>")
     if i >= 0 and text[i + 8 :].strip():
         text = text[i + 8 :]
@@ -352,27 +432,31 @@ def _statement_at(text, mark, p):
         return None if heading else _Statement("hashes", p, p + 4, p + 4)
     if p and (text[p - 1] in "</解回" or (text[p - 1].isalnum() and mark != "答")):  # in a word, a tag or 解答
         return None
-    line, q = text.rfind("\n", max(0, p - 40), p), p + len(mark)
-    if (line >= 0 or p <= 40) and _TITLE.fullmatch(text, line + 1, p) and _TITLE_END.match(text, q):
+    line = text.rfind("\n", max(0, p - 40), p)
+    q = p + len(mark)
+    title = (line >= 0 or p <= 40) and _TITLE.fullmatch(text, line + 1, p)  # the mark opens its line
+    if title and (_TITLE_END.match(text, q) or _BARE.match(text, q)):  # "## Answer", or "Answer $ 9 $" with no link
         return _Statement("title", p, q, q)
     m = (_FOREIGN_LINK if mark in _FOREIGN else _PHRASE).match(text, q)
     if not m or _NOT_VALUE.match(text, _LEAD.match(text, m.end()).end()):
         return None  # "the answer is correct" is a verdict, not an answer
-    return _Statement("negated" if m.groupdict().get("negated") else "phrase", p, m.end(), m.end())
+    kind = "local" if mark in _LOCAL_MARKS else "phrase"  # local: in a language that writes 18,50 (rule 11)
+    return _Statement("negated" if m.groupdict().get("negated") else kind, p, m.end(), m.end())
 
 
 def _statements(text, last):
     """The statements (rule 4) from the text's end (last=True) or start, those in an aside (rule 5) passed over."""
-    at = [text.rfind(mark) if last else text.find(mark) for mark in _MARKS]
+    marks = _MARKS if not text.isascii() else _ASCII_MARKS  # isascii() is O(1)
+    at = [text.rfind(mark) if last else text.find(mark) for mark in marks]
     for _ in range(MAX_MARKS):
         p = max(at) if last else min((p for p in at if p >= 0), default=-1)
         if p < 0:
             return
         i = at.index(p)
-        statement = _statement_at(text, _MARKS[i], p)
+        statement = _statement_at(text, marks[i], p)
         if statement and not _ASIDE.search(_unhedged(_clause(text, p, _LAST_STOP)[0] + text[p : statement.mark_end])):
             yield statement
-        at[i] = text.rfind(_MARKS[i], 0, p + len(_MARKS[i]) - 1) if last else text.find(_MARKS[i], p + 1)
+        at[i] = text.rfind(marks[i], 0, p + len(marks[i]) - 1) if last else text.find(marks[i], p + 1)
 
 
 def _outermost(text, statement):
@@ -392,13 +476,24 @@ def _concluding(text, marked):
     """Rule 4's concluding sentence (read from its last opener, or an equation's last = after it), or None."""
     end = len(text.rstrip(" \t\n.!*。"))
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
+    passed = []  # the numbers of each courtesy or check passed over: none, or the answer's; ", so she has 20" concludes
+    while len(passed) < 3 and whole and _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence):
+        passed.append(_NUMBER_RUN.findall(sentence))
+        end = len(text[: end - len(sentence)].rstrip(" \t\n.!*。"))
+        sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
     openers = list(_OPENER.finditer(text[start:end])) if whole and not (marked and marked.start >= start) else None
     if not openers:
         return None  # no opener; too long; or a sentence read by its mark
-    opener, i = start + openers[-1].start(), max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
+    opener = start + openers[-1].start()
+    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
     aside = _ASIDE.search(_unhedged(_clause(text, opener, _LAST_STOP)[0] + text[opener:end]))
-    return None if aside or len(_NUMBER_RUN.findall(text, i, end)) != 1 else _Statement("sentence", opener, i, i)
+    runs = _NUMBER_RUN.findall(_converted(text[i:end]))
+    if aside or len(runs) > 1 or not (runs or _NONE_LEFT.search(text[i:end].lower())):
+        return None
+    if any(numbers and (runs or ["0"])[0] not in numbers for numbers in passed):
+        return None  # "Let me know if you want the weekly $126!" is no courtesy
+    return _Statement("local" if _COMMA_DECIMAL.match(text, opener) else "sentence", opener, i, i)
 
 
 def _read(text, statement):
@@ -406,20 +501,27 @@ def _read(text, statement):
     kind, s, mark_end, close = statement
     if close is None or kind == "negated":
         return None
-    if kind == "box":
-        if _GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, close + 1):
-            return None
-        start, end, after = mark_end, close, close + 1
-    elif kind == "tag":
-        start, end, after = mark_end, close, min(len(text), close + 9)
-    else:
+    if kind == "box" and (_GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, close + 1)):
+        return None
+    start = mark_end
+    end = close
+    after = close + 1 if kind == "box" else min(len(text), close + 9)  # after a box's } or a tag's </answer>
+    if kind not in ("box", "tag"):
         start, end, after = _clause_value(text, kind, mark_end)
-    answer = text[start:end].strip() or None  # an empty box or tag holds no answer
+    local = kind == "local"  # rule 11: a phrase or sentence in a language that writes 18,50 and 1.250.000
+    answer = _localized(text[start:end], local).strip() or None  # an empty box or tag holds no answer
     if kind not in ("box", "hashes") and answer and parse_number(answer) is None:  # a sentence (rule 7)
         if kind != "tag":
             end = after = _sentence_end(text, start) or start  # no sentence end in reach: no sentence
-        answer = _sole_number(text[start:end]) or answer
+        answer = _sole_number(_localized(text[start:end], local)) or answer
+    if local and _AMBIGUOUS.search(text, start, end):
+        return None  # 1.000 in a language that writes 1.000 for a thousand
     return answer, start, after
+
+
+def _localized(s, local):
+    """Rule 11: s with its numbers as English writes them where `local` (1.250.000,5 -> 1250000.5, 70 000 -> 70000)."""
+    return _LOCAL_NUMBER.sub(lambda m: re.sub("[^0-9]", "", m[1]) + m[2].replace(",", "."), s) if local else s
 
 
 def _unhedged(s):
@@ -431,18 +533,22 @@ def _unhedged(s):
 def _sentence_end(text, i):
     """Where the sentence at text[i] ends (at . ! ? a line's or the text's end); None past MAX_ANSWER_CHARS."""
     m = _SENTENCE_END.search(text, i, i + MAX_ANSWER_CHARS)
-    return m.start() if m else len(text) if len(text) <= i + MAX_ANSWER_CHARS else None
+    if m:
+        return m.start()
+    return len(text) if len(text) <= i + MAX_ANSWER_CHARS else None
 
 
 def _clause(text, s, last=_LAST_BREAK, reach=100):
     """(text before s back to the `last` break outside \\( \\) math or `reach` to a whole word, whether it is whole)."""
     lo = max(0, s - reach)
-    window, end = text[lo:s], s - lo
-    while m := last.match(window, 0, end):
-        close, opening = window.find("\\)", m.end()), window.find("\\(", m.end())
+    window = text[lo:s]
+    m = last.match(window)
+    while m:
+        close = window.find("\\)", m.end())
+        opening = window.find("\\(", m.end())
         if close < 0 or 0 <= opening < close:  # not inside \( \) math ($ is a price as often as math)
             return window[m.end() :], True
-        end = m.start(1)
+        m = last.match(window, 0, m.start(1))
     if lo == 0 or text[lo - 1].isspace():
         return window, lo == 0
     return window.partition(" ")[2], False
@@ -464,13 +570,30 @@ def _clause_value(text, kind, i):
 
 def _sole_number(sentence):
     """The one number of a sentence ("Janet makes **$18** a day."), or None: none or several, doubt, an operator."""
+    checks = _PAREN_CHECK.findall(sentence) if "(" in sentence else []  # "105 apples (35 + 70 = 105)"
+    sentence = _converted(_PAREN_CHECK.sub("", sentence) if checks else sentence)
     runs = list(_NUMBER_RUN.finditer(sentence))
-    if len(runs) != 1 or _DOUBT.search(sentence.lower()) or _NOT_SOLE.search(sentence.replace("**", "")):
+    lower = sentence.lower()
+    if _NONE_LEFT.search(lower):
+        return None if runs or _DOUBT.search(lower) else "0"  # "no cookies left", but not with a number
+    if len(runs) != 1 or _DOUBT.search(lower) or _NOT_SOLE.search(sentence.replace("**", "")):
         return None
     i, j = runs[0].span()
+    j += sentence[j : j + 1] in ("k", "K") and not sentence[j + 1 : j + 2].isalpha()  # $70k (rule 12)
     if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1]):  # 42nd, x42
         return None
-    return ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + runs[0].group().rstrip(".,")
+    number = ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + sentence[i:j].rstrip(".,")
+    return number if all(parse_number(c) == parse_number(number) for c in checks) else None
+
+
+def _converted(sentence):
+    """Rule 7: '2 hours and 40 minutes (160 minutes)' -> '160 minutes' where both are one quantity, else unchanged."""
+    m = _CONVERSION.search(sentence) if "(" in sentence else None
+    sizes = [UNIT_SIZES.get(m[k + 1]) or UNIT_SIZES.get(m[k + 1][:-1]) for k in (1, 3, 5)] if m else [None]
+    if None in sizes or len({dimension for dimension, _ in sizes}) > 1:
+        return sentence
+    first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
+    return sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :] if first + second == restated else sentence
 
 
 def _last_number(text):
@@ -483,8 +606,12 @@ def _last_number(text):
 
 
 # ----------------------------------------------------------------------------- parsing
+_INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\ufeff"  # zero-width space, (non-)joiner, word joiner, soft hyphen, BOM
+_WIDE_DIGITS = [*range(0xFF10, 0xFF1A), *range(0x1D7CE, 0x1D800), 0xFF0E]  # full-width, mathematical (bold, ...); ．
+_DIGITS = str.maketrans({c: unicodedata.normalize("NFKC", c) for c in map(chr, _WIDE_DIGITS)})
+_NOT_PLAIN = re.compile(f"[{_INVISIBLE}\uff0e\uff10-\uff19\U0001d7ce-\U0001d7ff]")
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
-_THOUSANDS_SPACE = re.compile(r"(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])(?=[0-9]{3}(?![0-9]))")
+_THOUSANDS_SPACE = re.compile(r"(?:(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])|(?<=[0-9],)\\!\s*)(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
 _INNER_WRAPPER = re.compile(_WRAPPER.pattern + r"([^{}]*)\}")
 _JUNK = re.compile(r"""(?x) \\\$|\$|\\[()\[\]]|\*\*|`|\\%|%|\\!|\\left|\\right|\\displaystyle|[\u20ac\u00a3\u00a5℃℉]
@@ -493,9 +620,16 @@ _SPACING = re.compile(r"\\[,;: ]|\\q?quad|(?<=\S)~")  # a leading ~ means "about
 _UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])")
 _COMPARISON = re.compile(r"[<>!\u2264\u2265\u2248\u2260]|\\(?:le|ge|ne|approx|sim|pm)")
 _SIGN = re.compile(r"^([-+])\s+")
-_FRAC = re.compile(r"([-+]?)\\[dt]?frac\s*(?:\{([^{}]+)\}|([0-9]))\s*(?:\{([^{}]+)\}|([0-9]))")
-_MIXED = re.compile(r"([-+]?)([0-9]{1,18})(?:[ \t]+|(?=\\))(\\[dt]?frac.*|[0-9]{1,18}/[0-9]{1,18})")  # 2\frac12, 7 1/2
+_FRAC = re.compile(r"([-+]?)\\[cdt]?frac\s*(?:\{([^{}]+)\}|([0-9]))\s*(?:\{([^{}]+)\}|([0-9]))")
+_MIXED = re.compile(r"([-+]?)([0-9]{1,18})(?:[ \t]+|(?=\\))(\\[cdt]?frac.*|[0-9]{1,18}/[0-9]{1,18})")  # 2\frac12, 7 1/2
 _POWER_OF_TEN = re.compile(r"([-+]?[0-9.,]+)\s*(?:\\times|\\cdot|[×·*])\s*10\s*\^\s*\{?\s*([-+]?[0-9]{1,2})\s*\}?")
+_HANZI = "零一二三四五六七八九"
+_CHINESE = re.compile(f"([{_HANZI}]?)(十?)([{_HANZI[1:]}]?)[个個只本元块天人岁次条张位件辆]?")  # 七, 十二, 四十二个
+_E_NOTATION = re.compile(r"([-+]?[0-9]+\.[0-9]+)[eE]([-+]?[0-9]{1,2})")  # a calculator's 1.25e6, not 1e3
+_NEGATIVE = re.compile(r"(?i)(?:negative|minus)\s+")
+_VULGAR = re.compile("(?<=[0-9])[ \t]?([¼-¾⅐-⅞])")  # 18½; a lone ½ is not a number
+_SUPERSCRIPT = re.compile("(?<=10)[⁺⁻]?[⁰¹²³⁴-⁹]{1,2}")  # 10¹
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
@@ -509,34 +643,55 @@ def _parse(s):
     s = _normalize(s)
     if not s:
         return None
+    negative = _NEGATIVE.match(s)
+    if negative or s.endswith(" below zero"):  # rule 12: one sign word and no other sign
+        rest = s[negative.end() :] if negative else s[:-11]
+        value = None if rest[:1] in "-+" or rest.endswith(" below zero") or _NEGATIVE.match(rest) else _parse(rest)
+        return None if value is None else -value
     if s[0].isalpha():  # rule 13: number words ('forty-two apples' reads as '42 apples')
         s = _number_words(s)
-    head, factor = s.rstrip(_UNIT_CHARS), 1
+    head = s.rstrip(_UNIT_CHARS)
+    factor = 1
     if any(c.isalpha() for c in s[len(head) :]):  # rule 12: '18 eggs', '5kg', '1.5 million'
         factor = head and _unit_factor(s[len(head) :], glued=not s[len(head)].isspace())
         if not factor:
             return None
         s = head.strip()
-    mixed, power, frac = _MIXED.fullmatch(s), _POWER_OF_TEN.fullmatch(s), _FRAC.fullmatch(s)
+    mixed = _MIXED.fullmatch(s)
     if mixed:  # rule 13: a whole and a proper fraction
         part = _parse(mixed[3])
         return (-1 if mixed[1] == "-" else 1) * (int(mixed[2]) + part) * factor if part and 0 < part < 1 else None
-    if power:  # rule 13: 1.35 \times 10^4
-        sign, a, b, factor = "", power[1], "1", factor * Fraction(10) ** int(power[2])
+    power = _POWER_OF_TEN.fullmatch(s) or _E_NOTATION.fullmatch(s)
+    frac = _FRAC.fullmatch(s)
+    a, slash, b = s.partition("/")  # 3/4, or a decimal over 1
+    b = b if slash else "1"
+    sign = frac[1] if frac else ""
+    if power:  # rule 13: 1.35 \times 10^4, 1.25e6
+        a = power[1]
+        factor *= Fraction(10) ** int(power[2])
     elif frac:  # \frac{3}{4}, -\dfrac34
-        sign, a, b = frac[1], frac[2] or frac[3], frac[4] or frac[5]
-    else:  # 3/4, or a decimal over 1
-        a, slash, b = s.partition("/")
-        sign, b = "", b if slash else "1"
-    x, y = _decimal(a), _decimal(b)
+        a = frac[2] or frac[3]
+        b = frac[4] or frac[5]
+    x = _decimal(a)
+    y = _decimal(b)
     if x is None or y is None or y == 0:
         return None
     return (-x if sign == "-" else x) / y * factor
 
 
+def _plain(text):
+    """Rule 0, before any sign or digit is looked at ("\u2212\u200b3" is -3, never 3): plain digits, no invisibles."""
+    if not text.isascii() and _NOT_PLAIN.search(text):
+        for c in _INVISIBLE:  # str.replace, ten times faster than str.translate
+            text = text.replace(c, "")
+        text = text.translate(_DIGITS)
+    return text
+
+
 def _normalize(s):
     """Rules 10-11: '$1,234.50 \\text{ dollars}.' -> '1,234.50 dollars'; 'x = 5' -> '5'; None if it compares."""
-    s = _THOUSANDS_SPACE.sub("", s.translate(_MINUS).replace("{,}", ",").replace("{-}", "-")).strip()
+    s = _plain(s).translate(_MINUS).replace("{,}", ",").replace("{-}", "-").replace("\uff0c", ",")  # １，２３４
+    s = _THOUSANDS_SPACE.sub("", s).strip()
     for _ in range(4):  # a wrapper around the whole answer, whatever it holds: \boxed{\frac{7}{2}}
         m = _WRAPPER.match(s)
         if not m or _close_brace(s, m.end() - 1) != len(s) - 1:
@@ -544,7 +699,12 @@ def _normalize(s):
         s = s[m.end() : -1].strip()
     for _ in range(4):  # wrappers inside it, innermost first: 42\text{ apples}
         s = _INNER_WRAPPER.sub(lambda m: f" {m.group(1)} ", s)
+    if not s.isascii():  # rule 13: 18½ is 18 1/2, 1.8 × 10¹ is 1.8 × 10^{1}
+        s = _VULGAR.sub(lambda m: " " + unicodedata.normalize("NFKC", m[1]).replace("\u2044", "/"), s)
+        s = _SUPERSCRIPT.sub(lambda m: "^{" + m[0].translate(_SUPERSCRIPTS) + "}", s)
     s = _SPACING.sub(" ", _UNIT_POWER.sub("", _JUNK.sub("", s))).strip().rstrip(".").strip(" *_")
+    if s[:1] == "(" and s[-1:] == ")" and "(" not in s[1:-1] and ")" not in s[1:-1]:  # (35 + 70 = 105)
+        s = s[1:-1]
     if "=" in s:
         if _COMPARISON.search(s) or any(c in part for part in s.split("=")[:-1] for c in ",;"):
             return None
@@ -569,12 +729,14 @@ def _decimal(s):
 def _unit_factor(unit, glued):
     """Rule 12: what the words after a number multiply it by (1, or a first MULTIPLIERS word), None if not units."""
     words = [w[:-2] if w.endswith("'s") else w for w in unit.lower().replace("\u2019", "'").split()]
+    if glued and words == ["k"]:  # $70k
+        return 1000
     factor = MULTIPLIERS.get(words[0].rstrip("s"), 1) if words and not glued else 1
     if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
         return None
     for w in words[factor != 1 :]:
         plain = all(p.isascii() and p.isalpha() for p in w.replace("/", "-").split("-"))
-        if not plain or w in NOT_UNITS or w in NUMBER_WORDS or w.rstrip("s") in MULTIPLIERS:
+        if not plain or w in NOT_UNITS or w in NUMBER_WORDS or w in SMALL_NUMBER_WORDS or w.rstrip("s") in MULTIPLIERS:
             return None
         if len(w) < 2 and w not in UNIT_WORDS and w != "a":  # one letter: a unit (5 m) or "a" (18 dollars a day)
             return None
@@ -583,18 +745,30 @@ def _unit_factor(unit, glued):
 
 def _number_words(s):
     """Rule 13: s with the number words that open it in digits: 'one hundred and five apples' -> '105 apples'."""
+    chinese = _CHINESE.fullmatch(s.replace("两", "二"))
+    if chinese and (chinese[1] or chinese[2]) and (chinese[2] or not chinese[3]):  # 七, 十二, 四十二个 (not 四二)
+        tens = max(1, _HANZI.find(chinese[1])) if chinese[2] else 0
+        return str(10 * tens + _HANZI.find(chinese[3] if chinese[2] else chinese[1]))
     words = s.lower().replace("-", " ").split()
-    if words[:1] == ["zero"]:
-        return " ".join(["0", *words[1:]])
+    if words[0] in ("a", "an") and words[1:] and (words[1].rstrip("s") in MULTIPLIERS or words[1] in FRACTION_WORDS):
+        words[0] = "one"  # a dozen, a half
+    if words[0] in SMALL_NUMBER_WORDS:  # zero, and the small numbers of other languages: never compounded
+        return " ".join([str(SMALL_NUMBER_WORDS[words[0]]), *words[1:]])
     total = part = used = 0  # used: how many words the number takes
     for n, w in enumerate(words):
         v = NUMBER_WORDS.get(w, 0)
         if v and not (part % 100 and (part % 10 or v >= 10)):  # after a word of 1-19 nothing; after forty a unit
-            part, used = part + v, n + 1
+            part += v
         elif w == "hundred" and 0 < part < 100:
-            part, used = part * 100, n + 1
+            part *= 100
         elif w == "thousand" and part and not total:
-            total, part, used = part * 1000, 0, n + 1
+            total = part * 1000
+            part = 0
         elif w != "and" or part % 100 or not (part or total):  # "and" only after hundred or thousand
             break
-    return " ".join([str(total + part), *words[used:]]) if used else s
+        if w != "and":
+            used = n + 1
+    rest = words[used:]
+    if used and rest and rest[0] in FRACTION_WORDS:  # three quarters, a half, two fifths
+        return " ".join([f"{total + part}/{FRACTION_WORDS[rest[0]]}", *rest[1:]])
+    return " ".join([str(total + part), *rest]) if used else s

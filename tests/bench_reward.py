@@ -88,6 +88,20 @@ def hostile_inputs():
         "many 'but I get' and 'if we'": fill("but I get 4 if we add 1, "),
         "many methods, then a box": fill("so if we add 4 but we get ", "", "\\boxed{42}"),
         "many 'had she', 'then would'": fill("Had she 4; then it would "),
+        "zero-width spaces then a box": fill("\u200b", "", "\\boxed{42}"),
+        "minus, zero-width space, digit": fill("\u2212\u200b4 ", "The answer is "),
+        "full-width digits and commas": fill("\uff14\uff0c", "#### "),
+        "mathematical digits": fill("\U0001d7d2"),
+        "courtesies after a conclusion": fill("I hope it is correct. ", "So she has 42 apples. "),
+        "many checks": fill("Check: 42 = 42. ", "So she has 42 apples. "),
+        "many parenthesized checks": fill("(1 + 41 = 42) ", "Answer: Tom has 42 apples "),
+        "many conversions": fill("2 hours and 40 minutes (160 minutes) ", "The answer is "),
+        "space-grouped digits": fill("1 000 ", "La respuesta es "),
+        "many 'Answer $ 42 $' lines": fill("\nAnswer $ 42 $"),
+        "many 结论 and उत्तर": fill("**结论**：42 उत्तर 42 है। "),
+        "many 'Entonces' sentences": fill("Entonces, Juan tiene 42 manzanas. "),
+        "spaces, then a chat token": fill(" ", "", "<|im_start|>#### 42"),
+        "many 'no apples left'": fill("So there are no apples left. "),
     }
 
 

@@ -1,7 +1,8 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
 around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
-number, conflicts, asides and conditionals, long sentences), number parsing, the format bonus, the named rewards and
-their golds, correctness versus reward, hostile input and real GSM8K. (pass@k and maj@k: tests/test_metrics.py.)
+number, conflicts, asides and conditionals, long sentences, other notations and languages: each right answer beside
+its nearest wrong one), number parsing, the format bonus, the named rewards and their golds, correctness versus
+reward, hostile input and real GSM8K. (pass@k and maj@k: tests/test_metrics.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,
 DeepSeek-R1 and TinyZero <think>/<answer>, Minerva, markdown), each paid and unpaid.
@@ -760,7 +761,8 @@ CONCLUDING = [  # the last sentence, when it opens with a conclusion or states "
     ("\\boxed{18}\n\nSo in 2 days she makes 36 dollars.", "18", True),  # two numbers: not a statement
     ("The bakery makes 310 loaves a day.\nSo, the shop sells 1,240 loaves a week.", "1200", False),
     ("So in 7 days the shop sells 1,240 loaves.", "1240", False),  # two numbers
-    ("So she makes $18 a day. Let me know if you need more help!", "18", False),  # not the last sentence
+    ("So she makes $18 a day. Let me know if you need more help!", "18", True),  # a courtesy after it (rule 4)
+    ("So she makes $18 a day. Let me know if you want the weekly $126!", "18", False),  # no courtesy: a number
     (COT + "Janet makes $18 every day.", "18", False),  # no conclusion
     ("So she probably makes $18 a day.", "18", False),  # doubt
     ("So Kim has 12 more boxes than Sam.", "12", False),  # a comparison
@@ -992,6 +994,312 @@ def test_the_sentence_window_after_an_answer_ends_at_a_word():
         assert reward("The answer is \\boxed{42} " + "x" * k + " and then the north road goes on", "42") == 1.0, k
 
 
+# ----------------------------------------------------------------------------- 9. other notations and languages
+
+ZW, WJ, SHY, BOM = "\u200b", "\u2060", "\u00ad", "\ufeff"  # zero-width space, word joiner, soft hyphen, BOM
+UNICODE = [  # rule 0: each right answer beside the nearest wrong one
+    ("The answer is \u2212" + ZW + "3.", "-3", True),  # the sign dropped in prose paid 3: it is -3
+    ("The answer is \u2212" + ZW + "3.", "3", False),
+    ("So the temperature is -" + WJ + "3 degrees.", "-3", True),
+    ("So the temperature is -" + WJ + "3 degrees.", "3", False),
+    ("Final answer: \u2212" + SHY + "3", "-3", True),
+    ("Final answer: \u2212" + SHY + "3", "3", False),
+    ("#### \u2212" + ZW + "3", "-3", True),
+    ("\\boxed{\u2212" + BOM + "3}", "-3", True),
+    ("\\boxed{\u2212" + BOM + "3}", "3", False),
+    ("The answer is 4" + ZW + "2.", "42", True),
+    ("The answer is 4" + ZW + "2.", "4", False),
+    (BOM + "The answer is " + ZW + "42.", "42", True),
+    ("The answer is \uff14\uff12.", "42", True),  # full-width
+    ("The answer is \uff14\uff13.", "42", False),
+    ("答案是\uff14\uff12。", "42", True),
+    ("The answer is \U0001d7d2\U0001d7d0 apples.", "42", True),  # mathematical bold
+    ("#### \U0001d7d2\U0001d7d1", "42", False),
+    ("The answer is \uff11\uff0c\uff12\uff13\uff14.", "1234", True),  # a full-width comma inside the number
+    ("The answer is \uff11\uff0c\uff12\uff13\uff14.", "1", False),
+    ("The answer is 4 2.", "42", False),  # a space is no invisible character
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", UNICODE)
+def test_unicode_digits_signs_and_invisible_characters(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+def test_invisible_characters_in_a_gold_or_a_parsed_answer():
+    assert parse_number("\u2212" + ZW + "3") == -3 and parse_number("1" + SHY + "2") == 12
+    assert parse_number("\uff14\uff12") == 42 and parse_number("\u0664\u0662") is None  # Arabic-Indic: not NFKC digits
+
+
+LATEX_NOTATION = [  # rules 10, 11, 13: each right answer beside the nearest wrong one
+    ("The total cost is $\\boxed{16,\\!386.20}$.", "16386.20", True),
+    ("So the answer is $16,\\!386.20$.", "16386.20", True),  # \! is no sentence end
+    ("So the answer is $16,\\!386.20$.", "16", False),
+    ("The answer is $\\boxed{11,\\! 111}$.", "11111", True),
+    ("#### 11,\\! 111", "11111", True),
+    ("The answer is $\\boxed{11,\\! 11}$.", "1111", False),  # not a thousands group
+    ("Thus the answer is $\\boxed{14{,}916}$.", "14916", True),
+    ("The probability is $\\boxed{\\cfrac{3}{4}}$.", "0.75", True),
+    ("The probability is $\\boxed{\\cfrac{4}{3}}$.", "0.75", False),
+    ("$x = 2\\cfrac{1}{2}$, so the answer is $\\boxed{2\\cfrac{1}{2}}$.", "2.5", True),
+    ("$$\\frac{40}{40} \\times 100 = 100\\%$$ Therefore, she has finished 100% of her goal.", "100", True),
+    ("$$\\frac{40}{40} \\times 100 = 100\\%$$ Therefore, she has finished 100% of her goal.", "40", False),
+    ("\\[ 6 \\times 7 \\] Therefore the crate holds 42 apples.", "42", True),
+    ("$$ 6 \\times 7 $$ Therefore if one is eaten, 41 are left.", "41", False),  # a condition
+    ("The answer is $1.8 \\times 10^{1}$.", "18", True),
+    ("The answer is 1.8 \u00d7 10\u00b9.", "18", True),
+    ("The answer is 1.8 \u00d7 10\u00b9.", "1.8", False),
+    ("The answer is 1.8 \u00d7 10\u00b2 meters.", "180", True),
+    ("The answer is 1.8 \u00d7 10\u00b2 meters.", "18", False),
+    ("The answer is 10\u00b2.", "100", False),  # a power alone is an expression
+]
+PLACEMENT = [  # rules 1, 4, 7: where the answer sits
+    ("So she makes $18 a day. I hope it is correct.", "18", True),  # a courtesy after a concluding sentence
+    ("So she makes $18 a day.\nI hope this helps! Let me know if you have any other questions.", "18", True),
+    ("So she makes $18 a day. Let me know if I got it wrong!", "18", False),  # a retraction word
+    ("So she makes $18 a day. I hope it is correct, but it might be $17.", "18", False),  # a number: no courtesy
+    ("<|im_start|>Answer: \\boxed{42}<|im_end|>", "42", True),  # a chat token at the very start
+    ("<|im_start|>assistant\nThe answer is 42.<|im_end|>", "42", True),
+    ("<|im_start|>Answer: \\boxed{41}<|im_end|>", "42", False),
+    ("<|im_start|>user\nAnswer: \\boxed{42}<|im_end|>", "42", False),  # the user's turn is not the answer
+    ("Answer $ 9 $", "9", True),  # no colon after a line's opening Answer
+    ("Answer \\( 9 \\)", "9", True),
+    ("**Answer** 9", "9", True),
+    ("Answer $ 8 $", "9", False),
+    ("Each student must answer $9$ questions.", "9", False),  # a verb, not a line's opening mark
+    ("The answer is (35 + 70 = 105).", "105", True),  # a value in parentheses, around an equation
+    ("Answer: Tom has 105 apples (35 + 70 = 105).", "105", True),
+    ("Answer: Tom has 105 apples (35 + 70 = 106).", "105", False),  # the check gives another number
+    ("Answer: Tom has 105 apples (35 + 70).", "105", False),  # an expression, no check
+    ("So she has 42 apples.\nCheck: 42 - 7 = 35 \u2713", "42", True),  # a short check after it
+    ("So she has 42 apples.\nCheck: 6 \u00d7 7 = 41", "42", False),  # the check does not hold the answer
+    ("So she has 42 apples.\n\nDouble-check: 6 \u00d7 7 = 42.", "42", True),
+    ("So she has 18 apples. Checking: 6 \u00d7 3 = 18, and 18 + 2 = 20, so she has 20.", "18", False),  # concludes anew
+    ("The trip takes 2 hours and 40 minutes (160 minutes). The answer is 160 minutes.", "160", True),
+    ("The answer is 2 hours and 40 minutes (160 minutes).", "160", True),  # a restatement in converted units
+    ("So the trip takes 2 hours 40 minutes (160 minutes).", "160", True),
+    ("The answer is 2 hours and 40 minutes (150 minutes).", "150", False),  # not the same quantity
+    ("The answer is 2 hours and 40 minutes (160 minutes).", "2", False),
+    ("The answer is 5 feet 3 inches (63 inches).", "63", True),
+    ("The answer is 5 feet 3 inches (63 minutes).", "63", False),  # another dimension
+]
+
+
+def test_a_value_then_its_value_in_another_unit_is_refused():
+    """ "She makes $18 per day, which is $126 per week.": two different values with nothing marking the answer, while
+    the question (unseen here) asks for one of them. Paying the first would pay a model that states the gold as a
+    step and ends on a wrong value in the unit asked; so in a concluding or answer sentence it is refused. After an
+    answer phrase the phrase marks the value, as before."""
+    for completion in (
+        "So she makes $18 per day, which is $126 per week.",
+        "Answer: She makes $18 per day, which is $126 per week.",
+        "<answer>She makes $18 per day, which is $126 per week.</answer>",
+    ):
+        assert reward(completion, "18") == 0.0 and reward(completion, "126") == 0.0, completion
+    assert reward("The answer is $18 per day, which is $126 per week.", "18") == 1.0  # marked by the phrase
+    assert reward("The answer is $18 per day, which is $126 per week.", "126") == 0.0
+
+
+LANGUAGES = [  # rule 4 in other languages, rule 8's doubt and rule 9's retractions in them
+    ("Por lo tanto, la respuesta es 42.", "42", True),
+    ("La respuesta final es: $\\boxed{42}$", "42", True),
+    ("La respuesta final es: 42", "42", True),
+    ("Entonces, Juan tiene 42 manzanas.", "42", True),
+    ("Entonces, Juan tiene 41 manzanas.", "42", False),
+    ("La respuesta es quizás 42.", "42", False),
+    ("Entonces, Juan no tiene 42 manzanas.", "42", False),
+    ("La respuesta es 42. Espera, me equivoqué: es 41.", "42", False),
+    ("La réponse finale est 42.", "42", True),
+    ("Réponse finale : 42", "42", True),
+    ("Donc Marie a 42 pommes.", "42", True),
+    ("Donc Marie a peut-être 42 pommes.", "42", False),
+    ("Die Antwort lautet 42.", "42", True),
+    ("Endergebnis: 42", "42", True),
+    ("Also hat Anna 42 \u00c4pfel.", "42", True),
+    ("Somit betr\u00e4gt das Ergebnis 42.", "42", True),
+    ("Die Antwort ist vielleicht 42.", "42", False),
+    ("Die Antwort ist 42 oder mehr.", "42", False),
+    ("Die Antwort ist $\\boxed{42 \\text{ und zwei}}$.", "42", False),  # a number word is no unit
+    ("Antwort: Anna hat 42 \u00c4pfel mehr als Ben.", "42", False),  # a comparison
+    ("Also, she has 3 pens.", "3", False),  # English "also" adds; it does not conclude
+    ("答案：42", "42", True),
+    ("每天卖 9 个 所以 她一共卖了 42 个。", "42", True),  # 所以 after a space
+    ("一共 6 盒，因此 一共有 42 个苹果。", "42", True),
+    ("一共 6 盒，因此一共有 42 个苹果。", "42", True),
+    ("**结论**：42", "42", True),
+    ("**结论**：一共有42个苹果。", "42", True),
+    ("**结论**：41", "42", False),
+    ("答案是42，43", "42", False),  # a list, not 42
+    ("答案可能是42。", "42", False),
+    ("所以，他可能有 42 个苹果。", "42", False),
+    ("所以，他没有 42 个苹果。", "42", False),
+    ("الإجابة هي 42", "42", True),
+    ("الجواب: 42", "42", True),
+    ("الإجابة النهائية: 42", "42", True),
+    ("إذن، عدد التفاحات هو 42.", "42", True),
+    ("الإجابة هي 41", "42", False),
+    ("الإجابة هي 41 أو 42", "42", False),
+    ("الإجابة هي ربما 42", "42", False),
+    ("उत्तर: 42", "42", True),
+    ("अंतिम उत्तर 42 है।", "42", True),
+    ("इसलिए, उत्तर 42 है।", "42", True),
+    ("उत्तर: 41", "42", False),
+    ("उत्तर शायद 42 है।", "42", False),
+    ("उत्तर: शायद 42 है।", "42", False),
+    ("उत्तर 42 नहीं है।", "42", False),
+    ("La respuesta es siete.", "7", True),  # number words where a gold is small
+    ("La réponse est douze.", "12", True),
+    ("Die Antwort ist zwölf.", "12", True),
+    ("答案是十二。", "12", True),
+    ("答案：四十二个", "42", True),
+    ("الإجابة هي سبعة", "7", True),
+    ("उत्तर: सात", "7", True),
+    ("La respuesta es siete.", "17", False),
+    ("Die Antwort ist zwei oder drei.", "2", False),
+    ("答案是四二", "42", False),
+]
+LOCALE_NUMBERS = [  # rule 11: where the phrase's language writes 18,50 and 1.250.000
+    ("La respuesta es 70 000.", "70000", True),
+    ("Die Antwort lautet 70 000 Euro.", "70000", True),
+    ("La réponse est 70 000 €.", "70000", True),
+    ("Entonces, Juan paga 70 000 pesos.", "70000", True),
+    ("The answer is 70 000.", "70000", False),  # English: two numbers
+    ("La respuesta es 1.250.000.", "1250000", True),
+    ("Die Antwort lautet 1.250.000,50 Euro.", "1250000.5", True),
+    ("La respuesta es 18,50 euros.", "18.5", True),
+    ("Die Antwort lautet 18,50 \u20ac.", "18.5", True),
+    ("Donc le prix est de 18,50 euros.", "18.5", True),
+    ("La respuesta es 18,50 euros.", "1850", False),
+    ("The answer is 18,50.", "18.5", False),  # English has no decimal comma
+    ("La respuesta es 1.000.", "1000", False),  # one dot group: a thousand, or one?
+    ("La respuesta es 1.000.", "1", False),
+    ("Die Antwort ist 1,250.", "1.25", False),
+    ("Die Antwort ist 1,250.", "1250", False),
+    ("The answer is 1.000.", "1", True),  # English: a decimal point, as before
+    ("The answer is 1.000.", "1000", False),
+]
+QUANTITY_WORDS = [  # rules 12, 13: quantity words and notations
+    ("The answer is a dozen.", "12", True),
+    ("The answer is a dozen eggs.", "12", True),
+    ("The answer is a dozen or so.", "12", False),
+    ("The answer is an apple.", "1", False),
+    ("So there are no cookies left.", "0", True),
+    ("Answer: She has none left.", "0", True),
+    ("So there are no cookies left except 3.", "0", False),
+    ("So after 3 days there are no cookies left.", "3", False),  # a count of days, and nothing left
+    ("Maybe there are no cookies left.", "0", False),
+    ("The answer is none.", "0", False),  # no number, or no answer: refused (none is not a number)
+    ("The answer is negative 3.", "-3", True),
+    ("The answer is negative 3.", "3", False),
+    ("The answer is minus three.", "-3", True),
+    ("So the temperature is 3 degrees below zero.", "-3", True),
+    ("So the temperature is 3 degrees below zero.", "3", False),
+    ("So the temperature is -3 degrees below zero.", "3", False),  # two signs
+    ("The answer is negative -3.", "3", False),
+    ("The answer is three quarters.", "0.75", True),
+    ("The answer is three-fourths.", "3/4", True),
+    ("The answer is a half.", "0.5", True),
+    ("The answer is two thirds of the pie.", "2/3", False),  # "the" ends a unit
+    ("The answer is three quarters of 8.", "0.75", False),
+    ("The answer is $70k.", "70000", True),
+    ("So her salary is $70k.", "70000", True),
+    ("The answer is $70k.", "70", False),
+    ("So she ran 5km.", "5000", False),
+    ("The answer is 1.25e6.", "1250000", True),
+    ("#### 1.25E6", "1250000", True),
+    ("The answer is 1.25e6.", "1.25", False),
+    ("The answer is 18\u00bd.", "18.5", True),
+    ("So she worked 18\u00bd hours.", "18.5", True),
+    ("The answer is 18\u00bd.", "18", False),  # read as 18 (a wrong answer paid) before
+    ("So she worked 18\u00bd hours.", "18", False),
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", LATEX_NOTATION)
+def test_latex_number_notation(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+@pytest.mark.parametrize("completion, gold, paid", PLACEMENT)
+def test_where_the_answer_sits(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+@pytest.mark.parametrize("completion, gold, paid", LANGUAGES)
+def test_other_languages(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+@pytest.mark.parametrize("completion, gold, paid", LOCALE_NUMBERS)
+def test_locale_number_formats(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+@pytest.mark.parametrize("completion, gold, paid", QUANTITY_WORDS)
+def test_quantity_words_and_notations(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
+@pytest.mark.parametrize(
+    "s, value",
+    [
+        ("18\u00bd", F(37, 2)),
+        ("7 \u00be cups", F(31, 4)),
+        ("1.8 \u00d7 10\u00b9", 18),
+        ("2 \u00d7 10\u207b\u00b9", F(1, 5)),
+        ("1.25e6", 1250000),
+        ("-2.5E-2", F(-1, 40)),
+        ("$70k", 70000),
+        ("negative 3", -3),
+        ("minus three", -3),
+        ("3 degrees below zero", -3),
+        ("a dozen", 12),
+        ("three quarters", F(3, 4)),
+        ("one half", F(1, 2)),
+        ("two fifths", F(2, 5)),
+        (r"\cfrac{3}{4}", F(3, 4)),
+        (r"11,\! 111", 11111),
+        ("(35 + 70 = 105)", 105),
+        ("siete manzanas", 7),
+        ("zw\u00f6lf", 12),
+        ("\u5341\u4e8c", 12),
+        ("\u56db\u5341\u4e8c\u4e2a", 42),
+        ("\u4e03", 7),
+        ("\u0633\u0628\u0639\u0629", 7),
+        ("\u0938\u093e\u0924", 7),
+    ],
+)
+def test_parse_number_reads_the_new_notations(s, value):
+    assert parse_number(s) == value
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        "\u00bd",
+        "1e3",
+        "1.25e",
+        "negative",
+        "negative -3",
+        "minus minus 3",
+        "-3 degrees below zero",
+        "70 k",
+        "a few",
+        "an apple",
+        "half",
+        "3 quarters",
+        "none",
+        "null",
+        "\u56db\u4e8c",
+        "\u4e2a",
+        "10\u00b2",
+        "1.8 \u00d7 10",
+    ],
+)
+def test_parse_number_refuses_their_neighbours(s):
+    assert parse_number(s) is None
+
+
 # ----------------------------------------------------------------------------- reward
 
 
@@ -1192,6 +1500,20 @@ HOSTILE = {  # name: (text, reward against gold "42")
     "many 'but I get' and 'if we'": (fill("but I get 4 if we add 1, "), 0.0),
     "many methods, a box after 'but we get'": (fill("so if we add 4 but we get ", "", "\\boxed{42}"), 1.0),
     "many 'had she' and 'then ... would'": (fill("Had she 4; then it would "), 0.0),
+    "zero-width spaces then a box": (fill("\u200b", "", "\\boxed{42}"), 1.0),
+    "minus, zero-width space, digit": (fill("\u2212\u200b4 ", "The answer is "), 0.0),
+    "full-width digits and commas": (fill("\uff14\uff0c", "#### "), 0.0),
+    "mathematical digits": (fill("\U0001d7d2"), 0.0),
+    "courtesies after a conclusion": (fill("I hope it is correct. ", "So she has 42 apples. "), 0.0),
+    "many checks": (fill("Check: 42 = 42. ", "So she has 42 apples. "), 0.0),
+    "many parenthesized checks": (fill("(1 + 41 = 42) ", "Answer: Tom has 42 apples "), 0.0),
+    "many conversions": (fill("2 hours and 40 minutes (160 minutes) ", "The answer is "), 0.0),
+    "space-grouped digits": (fill("1 000 ", "La respuesta es "), 0.0),
+    "many 'Answer $ 42 $' lines": (fill("\nAnswer $ 42 $"), 1.0),
+    "many 结论 and उत्तर": (fill("**结论**：42 उत्तर 42 है। "), 1.0),
+    "many 'Entonces' sentences": (fill("Entonces, Juan tiene 42 manzanas. "), 1.0),
+    "spaces, then a chat token": (fill(" ", "", "<|im_start|>#### 42"), 1.0),
+    "many 'no apples left'": (fill("So there are no apples left. "), 0.0),
 }
 
 
@@ -1274,3 +1596,15 @@ def test_no_regex_has_nested_quantifiers():
 def test_no_eval_no_signals_no_bare_except():
     source = Path(reward_module.__file__).read_text(encoding="utf-8")
     assert not re.search(r"\beval\(|\bexec\(|\bsignal\b|except\s*:", source)
+
+
+def test_the_overlong_penalty_at_its_boundaries():
+    """DAPO's soft overlong punishment: 0 up to max_len - cache tokens (EOS counted), then a linear fall of 1/cache per
+    token, to -1 at max_len; a cache outside (0, max_len) is an error."""
+    lengths = torch.tensor([1, 43, 44, 45, 46, 47, 48])  # max_len 48, cache 4: the penalty starts after 44 tokens
+    penalty = reward_module.overlong_penalty(lengths, 48, 4)
+    assert penalty.tolist() == [0.0, 0.0, 0.0, -0.25, -0.5, -0.75, -1.0]
+    assert reward_module.overlong_penalty(torch.tensor([2, 3]), 3, 1).tolist() == [0.0, -1.0]
+    for cache in (0, 48, -1):
+        with pytest.raises(ValueError, match="overlong"):
+            reward_module.overlong_penalty(lengths, 48, cache)
