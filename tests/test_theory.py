@@ -7,15 +7,19 @@ group_advantages, grpo_loss, kl_penalty, aggregate) and autograd; masks come fro
 3. Two-token answers: the per-token KL estimators against the sequence-level KL gradients.
 4. Lengths decided by EOS (1 to 3 tokens): the KL facts under each aggregation, Σ_t k1_t as a reward, and
    importance weights for answers sampled from π_old.
+5. Issue 32's general cases: dynamic sampling's accuracy and dead fractions, loo and a reward's scale under AdamW
+   with β > 0, the dead chance of a reward of several values, the README's statistics, and what eps alone does.
 """
 
 import functools
 import itertools
+import math
 
 import pytest
 import torch
+from bench_variants import mcnemar_exact, paired_bootstrap
 
-from advantage import group_advantages
+from advantage import dead_groups, group_advantages, group_stats
 from grpo import AGGS, aggregate, grpo_loss, kl_penalty, token_logprobs
 
 F64 = torch.float64
@@ -515,3 +519,364 @@ def test_eos_lengths_importance_weights_for_answers_sampled_from_pi_old(kind):
         else:
             assert not torch.allclose(token[0], target[0], atol=1e-3)
             assert not torch.allclose(prefix, target, atol=1e-3)
+
+
+# ----------------------------------------------------------------------------- 5. issue 32: the general cases
+
+# Dynamic sampling (train.py --dynamic K): 0/1 rewards (reward = right), G answers per group, each group's prompt
+# drawn afresh with success rate qs[j] with probability ws[j].
+
+
+def every_01_group(G):
+    return ((torch.arange(2**G)[:, None] >> torch.arange(G)) & 1).to(F64)  # (2^G, G) every 0/1 group
+
+
+def fresh_groups(qs, ws, G):
+    """Every outcome of one fresh group, prompt and answers: rewards (n, G), probabilities (n,), dead (n,) by
+    dead_groups; n = len(qs)·2^G."""
+    bits = every_01_group(G)  # (2^G, G)
+    k = bits.sum(1)  # (2^G,) right answers
+    prob = torch.cat([w * q**k * (1 - q) ** (G - k) for q, w in zip(qs, ws)])  # (n,)
+    rewards = bits.repeat(len(qs), 1)  # (n, G)
+    return rewards, prob, dead_groups(rewards.reshape(-1), G)
+
+
+def dynamic_trained_group(qs, ws, G, K):
+    """The law of the group that one of the batch's slots trains under --dynamic K, every chain enumerated: the
+    slot's first group; while it is dead and fewer than K rounds were added, a fresh group of a fresh prompt in its
+    place; a group still dead after K rounds is trained. A chain of m dead groups and then the trained one (live, or
+    any when m = K) has the product of their probabilities. Returns rewards (n, G), dead (n,), the law (n,)."""
+    rewards, prob, dead = fresh_groups(qs, ws, G)
+    n, law = len(prob), torch.zeros(len(prob), dtype=F64)
+    for m in range(K + 1):
+        chains = torch.cartesian_prod(*[torch.arange(n)] * (m + 1)).view(-1, m + 1)  # (n^(m+1), m+1)
+        weight = prob[chains].prod(1) * dead[chains[:, :m]].all(1)  # the first m replaced: dead
+        if m < K:
+            weight = weight * ~dead[chains[:, m]]  # kept at round m: live
+        law.index_add_(0, chains[:, m], weight)
+    return rewards, dead, law
+
+
+def dynamic_numbers(qs, ws, G, K):
+    """E[q], the trained batch's expected acc, D (a fresh group's dead chance), f (the share of dead groups that are
+    all right), the live groups' accuracy a, and the trained batch's expected dead_frac."""
+    rewards, dead, law = dynamic_trained_group(qs, ws, G, K)
+    _, prob, _ = fresh_groups(qs, ws, G)
+    acc = rewards.mean(1)  # (n,) a group's accuracy
+    D = (prob * dead).sum().item()
+    f = (prob * dead * acc).sum().item() / D
+    a = (prob * ~dead * acc).sum().item() / (1 - D) if D < 1 else float("nan")  # nan: no live group
+    assert abs(law.sum().item() - 1) < 1e-12
+    policy = sum(q * w for q, w in zip(qs, ws))
+    return policy, (law @ acc).item(), D, f, a, (law @ dead.to(F64)).item()
+
+
+def dynamic_batch_expectations(qs, ws, G, K, B=2):
+    """train.py's loop as written, on B groups, every branch enumerated: round 1 samples B groups; while fewer than
+    K + 1 rounds were sampled and some group is dead, the live groups are kept and each dead one is replaced by a new
+    group (cat, as train.py does). Returns the trained batch's expected acc (= reward_mean for 0/1 rewards) and
+    dead_frac, both from group_stats, and the expected dead_frac_sampled (dead groups / groups, over all rounds)."""
+    rewards, prob, _ = fresh_groups(qs, ws, G)
+    vectors, which = torch.unique(rewards, dim=0, return_inverse=True)  # the batch depends on the rewards only
+    P = torch.zeros(len(vectors), dtype=F64).index_add_(0, which, prob)
+    out = torch.zeros(3, dtype=F64)
+
+    def go(r, p, n_dead, n_groups, rounds):
+        dead = dead_groups(r, G)  # (B,)
+        if rounds > K or not dead.any():
+            s = group_stats(r, G)
+            out.add_(p * torch.stack([s["reward_mean"], s["dead_frac"], torch.tensor(n_dead / n_groups, dtype=F64)]))
+            return
+        live = (~dead).repeat_interleave(G)
+        for new in itertools.product(range(len(vectors)), repeat=int(dead.sum())):
+            new_r = vectors[list(new)].reshape(-1)
+            n_new = int(dead_groups(new_r, G).sum())
+            go(torch.cat([r[live], new_r]), p * P[list(new)].prod(), n_dead + n_new, n_groups + len(new), rounds + 1)
+
+    for first in itertools.product(range(len(vectors)), repeat=B):
+        r = vectors[list(first)].reshape(-1)
+        go(r, P[list(first)].prod(), int(dead_groups(r, G).sum()), B, 1)
+    return out.tolist()
+
+
+def test_dynamic_sampling_biases_the_trained_accuracy_either_way():
+    """With 0/1 rewards, --dynamic K's trained batch (whose `acc` train.py logs) has in expectation the accuracy
+    E[q] + (1 - D^K)·D·(a - f): D a group's dead chance, f the share of dead groups that are all right, a the live
+    groups' accuracy (in [1/G, 1 - 1/G]). So it is above the policy's E[q] exactly when a > f, whatever most dead
+    groups are. G = 4, K = 0, 1, 2:
+        q 0.1 or 0.5 (½ each)    f = 0.08   0.300, then 0.386, 0.419   up
+        q 0.9 or 0.5 (½ each)    f = 0.92   0.700, then 0.614, 0.581   down
+        q 0.95 or 0.2 (0.3/0.7)  f = 0.46   0.425, then 0.406, 0.395   down, though most dead groups are all wrong
+    (a = 0.38 there); K = 0 trains E[q] itself."""
+    cases = {
+        ((0.1, 0.5), (0.5, 0.5)): (0.08, [0.300, 0.386, 0.419]),
+        ((0.9, 0.5), (0.5, 0.5)): (0.92, [0.700, 0.614, 0.581]),
+        ((0.95, 0.2), (0.3, 0.7)): (0.46, [0.425, 0.406, 0.395]),
+    }
+    G = 4
+    for (qs, ws), (f_rounded, accs) in cases.items():
+        trained = []
+        for K in (0, 1, 2):
+            policy, acc, D, f, a, _ = dynamic_numbers(qs, ws, G, K)
+            assert abs(acc - (policy + (1 - D**K) * D * (a - f))) < 1e-12
+            assert 1 / G <= a <= 1 - 1 / G and round(f, 2) == f_rounded
+            trained.append(round(acc, 3))
+        assert trained == accs and trained[0] == round(policy, 3)
+    # the third case: most dead groups are all wrong, and the filter still lowers the trained accuracy
+    policy, acc, D, f, a, _ = dynamic_numbers((0.95, 0.2), (0.3, 0.7), G, 1)
+    assert f < 1 / 2 and a < f and acc < policy - 0.01 and round(a, 2) == 0.38
+
+
+def test_dynamic_sampling_raises_the_accuracy_for_sure_only_when_f_is_below_1_over_G():
+    """Every two-prompt mixture on a grid (q in {0, 0.05, 0.1, ..., 0.9, 0.95, 1}, weights 0.2/0.5/0.8), G = 2, 3, 4,
+    K = 1: with f the share of dead groups that are all right, the trained batch's expected accuracy is above the
+    policy's E[q] whenever f < 1/G, below whenever f > 1 - 1/G, and for 1/G <= f <= 1 - 1/G (G = 3, 4) there are
+    mixtures either way: live groups' accuracy, anywhere in [1/G, 1 - 1/G], decides."""
+    grid = (0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1)
+    for G in (2, 3, 4):
+        between = set()
+        for q1, q2 in itertools.combinations(grid, 2):
+            if (q1, q2) == (0, 1):
+                continue  # every group dead: nothing to filter
+            for w in (0.2, 0.5, 0.8):
+                policy, acc, D, f, a, _ = dynamic_numbers((q1, q2), (w, 1 - w), G, 1)
+                if f < 1 / G - 1e-9:
+                    assert acc > policy + 1e-6, (G, q1, q2, w)
+                elif f > 1 - 1 / G + 1e-9:
+                    assert acc < policy - 1e-6, (G, q1, q2, w)
+                elif abs(acc - policy) > 1e-6:
+                    between.add(acc > policy)
+        assert between == ({True, False} if G > 2 else set())
+
+
+def test_dynamic_sampling_as_train_py_loops_it_and_its_dead_fractions():
+    """train.py's loop on B = 2 groups of G = 3 (q 0.95 or 0.2, weights 0.3/0.7), every branch: its expected acc is
+    the one-slot law's (slots are independent), and the trained batch's expected dead_frac is D^(K+1) (a slot's
+    group is dead only if all K + 1 were), not D = 0.621, the mean of the prompts' dead chances, which is the
+    expectation for a batch as sampled (K = 0). dead_frac_sampled (dead groups over all groups of all rounds) is a
+    ratio of counts: its expectation is not D either, 0.567 at K = 1 with B = 2 (below D for so few groups)."""
+    qs, ws, G = (0.95, 0.2), (0.3, 0.7), 3
+    for K in (0, 1, 2):
+        acc, dead_frac, dead_frac_sampled = dynamic_batch_expectations(qs, ws, G, K)
+        _, slot_acc, D, _, _, slot_dead = dynamic_numbers(qs, ws, G, K)
+        assert abs(acc - slot_acc) < 1e-12
+        assert abs(dead_frac - D ** (K + 1)) < 1e-12 and abs(slot_dead - D ** (K + 1)) < 1e-12
+        if K == 0:
+            assert abs(dead_frac_sampled - D) < 1e-12 and round(D, 3) == 0.621
+        else:
+            assert dead_frac_sampled < D - 0.04
+    assert round(dynamic_batch_expectations(qs, ws, G, 1)[2], 3) == 0.567
+
+
+# Leave-one-out against mean, and the reward's scale, under train.py's AdamW (betas 0.9, 0.95, no weight decay,
+# lr 2e-4) with β > 0: a policy of one row of logits per position (T = 3, V = 5), B = 2 groups of G = 4, answers of
+# 1-3 tokens, a fixed batch per step (sampling plays no part in the identities), k3 against a π_ref of other logits.
+ADAM_G, ADAM_T, ADAM_V, ADAM_N, ADAM_STEPS, BETA = 4, 3, 5, 8, 8, 0.04
+
+
+@functools.lru_cache(maxsize=None)
+def adamw_setup():
+    gen = torch.Generator().manual_seed(0)
+    theta0 = torch.randn(ADAM_T, ADAM_V, generator=gen, dtype=F64)  # (T, V) the policy's logits at the start
+    ref = torch.randn(ADAM_T, ADAM_V, generator=gen, dtype=F64)  # (T, V) π_ref's
+    batches = []
+    for _ in range(ADAM_STEPS):
+        tokens = torch.randint(0, ADAM_V, (ADAM_N, ADAM_T), generator=gen)  # (N, T)
+        lengths = torch.randint(1, ADAM_T + 1, (ADAM_N,), generator=gen)
+        lengths[0] = ADAM_T  # every position is trained: every logit has a gradient
+        rewards = torch.randint(0, 2, (ADAM_N,), generator=gen).to(F64)  # (N,)
+        batches.append((tokens, torch.arange(ADAM_T)[None, :] < lengths[:, None], rewards))
+    return theta0, ref, batches
+
+
+@functools.lru_cache(maxsize=None)
+def adamw_trajectory(method, beta, scale=1.0, clip=1.0, adam_eps=1e-8, adv_eps=1e-4):
+    """(steps, T, V) the weights after each AdamW step, and the gradient norms before the clip (clip None: none;
+    1.0 is train.py's clip_grad_norm_). Rewards times `scale`; advantages from group_advantages. Read-only."""
+    theta0, ref, batches = adamw_setup()
+    theta = torch.nn.Parameter(theta0.clone())
+    opt = torch.optim.AdamW([theta], lr=2e-4, betas=(0.9, 0.95), weight_decay=0.0, eps=adam_eps)
+    path, norms = [], []
+    for tokens, mask, rewards in batches:
+        logp = token_logprobs(theta.expand(ADAM_N, ADAM_T, ADAM_V), tokens)  # (N, T)
+        ref_logp = token_logprobs(ref.expand(ADAM_N, ADAM_T, ADAM_V), tokens)  # (N, T)
+        adv = group_advantages(scale * rewards, ADAM_G, method, eps=adv_eps)  # (N,)
+        loss, _ = grpo_loss(logp, logp.detach(), ref_logp, adv, mask, beta=beta, kl="k3")
+        opt.zero_grad()
+        loss.backward()
+        norms.append(theta.grad.norm().item())
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_([theta], clip)
+        opt.step()
+        path.append(theta.detach().clone())
+    return torch.stack(path), norms
+
+
+def apart(a, b):
+    """Largest distance between two trajectories' weights (steps, T, V), over the first's largest distance travelled."""
+    theta0 = adamw_setup()[0]
+    return ((a - b).abs().max() / (a - theta0).abs().max()).item()
+
+
+def test_loo_under_adamw_is_mean_at_a_smaller_beta_not_mean():
+    """loo's advantages are G/(G-1) times mean's, the KL term is not: loss_loo(β) = G/(G-1)·loss_mean(β(G-1)/G), so
+    under AdamW, whose step m̂/(√v̂ + eps) is free of a scale common to every step but for eps, loo at β follows mean
+    at β(G-1)/G: here to 3e-6 of the distance travelled (< 1e-4 asserted: eps = 1e-8 against √v̂ >= 4e-4 is at most
+    3e-5 of a step; with eps = 0 exactly), not mean at β (20% apart). Both runs' gradient norms stay below train.py's
+    clip (1.0); a clip acting on one run and not the other breaks it. The first update's norm is the same for all
+    three to 1e-4 (AdamW's first step is about lr·sign(g)): an update-norm ratio near 1 does not make runs alike."""
+    G = ADAM_G
+    loo, norms = adamw_trajectory("loo", BETA)
+    same, norms_same = adamw_trajectory("mean", BETA * (G - 1) / G)
+    other, _ = adamw_trajectory("mean", BETA)
+    assert max(norms) < 1 and max(norms_same) < 1  # train.py's clip acts on neither
+    assert apart(loo, same) < 1e-4 and apart(loo, other) > 0.1
+    exact = apart(
+        adamw_trajectory("loo", BETA, adam_eps=0.0)[0], adamw_trajectory("mean", BETA * (G - 1) / G, adam_eps=0.0)[0]
+    )
+    assert exact < 1e-12
+    theta0 = adamw_setup()[0]
+    first = [(path[0] - theta0).norm().item() for path in (loo, same, other)]
+    assert max(first) / min(first) < 1 + 1e-4
+
+
+def test_a_reward_scale_under_adamw_is_a_beta_scale_while_the_clip_treats_both_runs_alike():
+    """Method mean, rewards times c at β: loss = c·loss(rewards, β/c), so under AdamW the run follows rewards at
+    β/c, not at β, as long as train.py's grad-norm clip (1.0) acts on neither run or on both at every step:
+        c = 3, no clip acts      follows β/c to < 1e-4 of the distance (AdamW's eps); β: over 10% apart
+        c = 10, the clip acts on the scaled run at some steps only (norms 0.4-1.4)   over 1% apart; unclipped: < 1e-4
+        c = 30 at β against c = 60 at 2β, the clip acts on both at every step        < 1e-4"""
+    scaled, norms = adamw_trajectory("mean", BETA, 3.0)
+    base, base_norms = adamw_trajectory("mean", BETA / 3)
+    assert max(norms) < 1 and max(base_norms) < 1
+    assert apart(scaled, base) < 1e-4 and apart(scaled, adamw_trajectory("mean", BETA)[0]) > 0.1
+    # the clip on one run only
+    scaled, norms = adamw_trajectory("mean", BETA, 10.0)
+    base, base_norms = adamw_trajectory("mean", BETA / 10)
+    assert min(norms) < 1 < max(norms) and max(base_norms) < 1
+    assert apart(scaled, base) > 0.01
+    unclipped = (adamw_trajectory("mean", BETA, 10.0, clip=None)[0], adamw_trajectory("mean", BETA / 10, clip=None)[0])
+    assert apart(*unclipped) < 1e-4
+    # the clip on both, at every step: both gradients become unit vectors of the same direction
+    a, norms_a = adamw_trajectory("mean", BETA, 30.0)
+    b, norms_b = adamw_trajectory("mean", 2 * BETA, 60.0)
+    assert min(norms_a) > 1 and min(norms_b) > 1 and apart(a, b) < 1e-4
+
+
+def test_std_erases_the_reward_scale_up_to_eps_and_needs_no_beta_change():
+    """Method std: group_advantages(c·r) is group_advantages(r) with eps/c in place of eps, so the reward's scale is
+    erased exactly at eps = 0 (at the default eps = 1e-4 up to eps/σ), and under AdamW rewards times 10 follow the
+    unscaled run at the same β, clip or not (the same gradients)."""
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.2, 0.0, 0.0, 0.0], dtype=F64)  # (B*G,) G = 4
+    for c in (0.1, 10.0, 1000.0):
+        assert torch.allclose(
+            group_advantages(c * r, 4, "std"), group_advantages(r, 4, "std", eps=1e-4 / c), atol=1e-14
+        )
+        assert torch.allclose(
+            group_advantages(c * r, 4, "std", eps=0), group_advantages(r, 4, "std", eps=0), atol=1e-14
+        )
+    assert not torch.allclose(group_advantages(10 * r, 4, "std"), group_advantages(r, 4, "std"), atol=1e-5)
+    pair = (adamw_trajectory("std", BETA, 10.0, adv_eps=0.0)[0], adamw_trajectory("std", BETA, adv_eps=0.0)[0])
+    assert apart(*pair) < 1e-12
+
+
+# The dead chance for a reward of several values: answer types k with probabilities P_k, reward values[k], right[k].
+
+
+def dead_chance(values, probs, G):
+    """P(dead group), (M,), for each of M type distributions probs (M, types): every group of G answers enumerated
+    and judged by dead_groups on its rewards."""
+    groups = torch.cartesian_prod(*[torch.arange(len(values))] * G)  # (types^G, G)
+    dead = dead_groups(values[groups].reshape(-1), G).to(F64)  # (types^G,)
+    return probs[:, groups].prod(-1) @ dead  # (M,)
+
+
+def simplex(parts, steps=10):
+    """(M, parts) every distribution over `parts` types in multiples of 1/steps."""
+    counts = [c for c in itertools.product(range(steps + 1), repeat=parts) if sum(c) == steps]
+    return torch.tensor(counts, dtype=F64) / steps
+
+
+def test_the_dead_chance_is_below_the_0_1_formula_only_when_the_values_refine_right_and_wrong():
+    """Σ_v P(v)^G is at most q^G + (1-q)^G (q = P(right)) when each reward value is paid only to right answers or
+    only to wrong ones: the format bonus's 0, 0.1 (wrong), 1, 1.1 (right), every distribution in tenths, G = 2-5.
+    A value paid to both can exceed it: a format-gated reward, 1 for a right well-formed answer and 0 for a right
+    unformed one and for a wrong one, at P = (0.1, 0.5, 0.4), G = 4: 0.6562 where the formula gives 0.1552."""
+    bonus, right = torch.tensor([0.0, 0.1, 1.0, 1.1], dtype=F64), torch.tensor([False, False, True, True])
+    P = simplex(4)  # (286, 4)
+    q = P[:, right].sum(1)  # (286,)
+    for G in (2, 3, 4, 5):
+        chance = dead_chance(bonus, P, G)
+        assert torch.allclose(chance, (P**G).sum(1), atol=1e-15)  # Σ_v P(v)^G: four values, one type each
+        assert (chance <= q**G + (1 - q) ** G + 1e-15).all()
+    gated, right = torch.tensor([1.0, 0.0, 0.0], dtype=F64), torch.tensor([True, True, False])
+    P = simplex(3)  # (66, 3) right well-formed, right unformed, wrong
+    q = P[:, right].sum(1)
+    for G in (2, 3, 4, 5):
+        chance = dead_chance(gated, P, G)
+        assert torch.allclose(chance, P[:, 0] ** G + (P[:, 1] + P[:, 2]) ** G, atol=1e-15)
+        assert (chance > q**G + (1 - q) ** G + 0.1).any()
+    example = torch.tensor([[0.1, 0.5, 0.4]], dtype=F64)
+    assert round(dead_chance(gated, example, 4).item(), 4) == 0.6562 and round(0.6**4 + 0.4**4, 4) == 0.1552
+
+
+# The README's statistics, through bench_variants.py's own functions.
+TABLE_DISCORDANT = (116, 127, 115, 116, 140, 125, 155, 115, 140, 122, 121, 194)  # b + c of the variant table's 12 rows
+
+
+def mcnemar_level(n, alpha=0.05):
+    """The real level of bench_variants' McNemar test with n discordant pairs: P(p < alpha) when each pair goes
+    either way with chance 1/2, every b = 0..n enumerated."""
+    return sum(math.comb(n, b) for b in range(n + 1) if mcnemar_exact(b, n - b) < alpha) / 2**n
+
+
+def test_twelve_rows_and_one_p_below_0_05_by_chance():
+    """If no row differed from GRPO and the 12 tests were independent, one p < 0.05 or more would come by chance
+    with probability 1 - 0.95^12 = 0.46 at the nominal level. McNemar's exact test is conservative: with n
+    discordant pairs its real level is below 0.05 for every n up to 200 (0 for n <= 5, 0.021 at n = 10, 0.032-0.049
+    at the table's 115-194), so with the table's counts the chance is 0.37."""
+    assert round(1 - 0.95**12, 4) == 0.4596
+    levels = [mcnemar_level(n) for n in range(201)]
+    assert max(levels) < 0.05 and levels[:6] == [0.0] * 6 and round(levels[10], 3) == 0.021
+    table = [mcnemar_level(n) for n in TABLE_DISCORDANT]
+    assert 0.032 < min(table) and max(table) < 0.049
+    assert round(1 - math.prod(1 - x for x in table), 2) == 0.37
+
+
+def test_what_a_difference_of_two_evaluations_on_200_problems_resolves():
+    """At accuracy 0.9 on 200 problems se = sqrt(p(1-p)/n) = 0.021. Two independent evaluations (other problems, or
+    independent errors) differ beyond noise at 1.96·sqrt(2)·se = 0.059 (0.029 on 800). On the same problems, paired,
+    only the D discordant problems carry information: about 1.96·sqrt(D)/200, 0.044 at D = 20 (10%; with McNemar's
+    exact test and the paired bootstrap a step of 0.01 above, 0.05: b/c = 5/15 resolved, 6/14 not), and 0.059 at
+    the 18% (D = 36) that two independent evaluations at 0.9 have, where pairing gains nothing."""
+    se = math.sqrt(0.9 * 0.1 / 200)
+    assert round(se, 3) == 0.021 and round(1.96 * math.sqrt(2) * se, 3) == 0.059
+    assert round(1.96 * math.sqrt(2 * 0.9 * 0.1 / 800), 3) == 0.029
+    assert abs(1.96 * math.sqrt(2 * 0.9 * 0.1 * 200) / 200 - 1.96 * math.sqrt(2) * se) < 1e-15  # D = 36: no gain
+    assert round(1.96 * math.sqrt(20) / 200, 3) == 0.044
+    assert mcnemar_exact(5, 15) < 0.05 < mcnemar_exact(6, 14)
+    for b, resolved in ((5, True), (6, False)):  # D = 20 of 200: b problems right for one run only, 20 - b the other
+        _, lo, _ = paired_bootstrap([[1] * (20 - b) + [-1] * b + [0] * 180])
+        assert (lo > 0) == resolved
+
+
+def test_eps_alone_does_not_make_a_dead_group_0_the_dead_group_rule_does(monkeypatch):
+    """In floating point mean(0.1, 0.1, 0.1) != 0.1, so r - mean(r) = -1.4e-17 and σ = 1.7e-17. By the formula
+    (r - mean(r))/(σ + eps) the group gets -1.4e-13 with eps = 1e-4 and -0.82 (-sqrt(2/3)) with eps = 0; where the
+    float mean is exact (1, 1, 1) the formula is 0 with eps = 1e-4 and 0/0 = NaN with eps = 0. group_advantages
+    without its dead-group rule gives those numbers; with it, exactly 0 for either eps (tests/test_advantage.py
+    checks every method)."""
+    inexact, exact = torch.full((3,), 0.1, dtype=F64), torch.ones(3, dtype=F64)
+    dev, sigma = inexact - inexact.mean(), inexact.std()
+    assert (dev != 0).all() and sigma > 0 and (exact - exact.mean() == 0).all()
+    hand = {1e-4: dev / (sigma + 1e-4), 0.0: dev / sigma}
+    assert round(hand[1e-4][0].item() * 1e13, 1) == -1.4 and abs(hand[0.0][0].item() + math.sqrt(2 / 3)) < 1e-12
+    for eps in (1e-4, 0.0):
+        assert torch.equal(group_advantages(inexact, 3, eps=eps), torch.zeros(3, dtype=F64))
+        assert torch.equal(group_advantages(exact, 3, eps=eps), torch.zeros(3, dtype=F64))
+    # group_advantages without its dead-group rule (it looks dead_groups up in advantage.py): what eps alone does
+    monkeypatch.setattr("advantage.dead_groups", lambda rewards, G: torch.zeros(rewards.numel() // G, dtype=torch.bool))
+    for eps in (1e-4, 0.0):
+        assert torch.equal(group_advantages(inexact, 3, eps=eps), hand[eps])
+    assert torch.equal(group_advantages(exact, 3, eps=1e-4), torch.zeros(3, dtype=F64))
+    assert torch.isnan(group_advantages(exact, 3, eps=0.0)).all()
