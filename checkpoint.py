@@ -3,6 +3,10 @@ checkpoint.py: everything about files: nanogrpo checkpoints, a run's out_dir, GP
 
 No GRPO here: train.py and sample.py call it to turn files into models (load_model) and back (save_checkpoint).
 A bad file raises LoadError, a failed write OSError: one line that names the file and says what to change.
+`python checkpoint.py export CKPT DIR` (export_hf) writes a checkpoint as Hugging Face's GPT-2, which transformers
+loads with the same logits and token ids (its tokenizer: vocab.json, merges.txt, tokenizer.json); load_model reads it.
+A run's out_dir (RunDir) also holds the run's end: its lock, its log, a Ctrl-C, the ranks' exit. The last section is
+the command lines' plumbing (train.py's, sample.py's, the export's): flag types and checks, one-line errors.
 
 A checkpoint is a torch.save'd dict {"model": state_dict, "config": GPTConfig as a dict, "tokenizer": its name,
 "tokenizer_ranks": its BPE ranks (None for "bytes"), "prompt": the template, **the trainer's keys, "digest": a sha256
@@ -26,6 +30,7 @@ import os
 import re
 import reprlib
 import shutil
+import signal
 import sys
 
 if os.name == "posix":
@@ -114,6 +119,10 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 GPT2_FIXED = {"model_type": ("gpt2",), "activation_function": ("gelu_new", "gelu_pytorch_tanh")}
 GPT2_FIXED |= {"layer_norm_epsilon": (1e-5,), "scale_attn_weights": (True,), "tie_word_embeddings": (True,)}
 GPT2_FIXED |= {"scale_attn_by_inverse_layer_idx": (False,), "add_cross_attention": (False,)}
+# what export_hf writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one
+HF_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+ST_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}  # torch dtype -> its name in a header
+EOT = "<|endoftext|>"  # the EOS token, one id after the BPE's tokens
 
 
 def digest(ckpt):
@@ -159,6 +168,11 @@ def atomic_save(obj, path):
             os.remove(tmp)
 
 
+def _ranks(enc):
+    """A BPE Encoding's ranks {token bytes: id}, <|endoftext|> left out."""
+    return {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
+
+
 def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     """Save `model`, its tokenizer (an Encoding or its name), prompt template and `extra` (the trainer's keys)."""
     model = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the module here
@@ -171,7 +185,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
     bpe = name != "bytes" and isinstance(tokenizer, tiktoken.Encoding)  # its ranks {token bytes: id} go inside
-    ranks = {tokenizer.decode_single_token_bytes(i): i for i in range(tokenizer.eot_token)} if bpe else None
+    ranks = _ranks(tokenizer) if bpe else None
     config = dataclasses.asdict(model.config)
     ckpt = dict(model=model.state_dict(), config=config, tokenizer=name, prompt=prompt, tokenizer_ranks=ranks, **extra)
     atomic_save({**ckpt, "digest": digest(ckpt)}, path)
@@ -203,7 +217,9 @@ def _check_checkpoint(ckpt, path):
     missing = [k for k in CKPT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise LoadError(f"{path} holds a {type(ckpt).__name__} that lacks {', '.join(missing)}: give a checkpoint")
-    state, config, prompt = ckpt["model"], ckpt["config"], ckpt["prompt"]
+    state = ckpt["model"]
+    config = ckpt["config"]
+    prompt = ckpt["prompt"]
     fields = {f.name for f in dataclasses.fields(GPTConfig)}
     cfg = GPTConfig(**config) if isinstance(config, dict) and set(config) <= fields else None
     sizes = [getattr(cfg, k, None) for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd")]
@@ -267,7 +283,9 @@ def restore(module, state, path):
         module.load_state_dict(state)
     except (RuntimeError, KeyError, TypeError, AttributeError) as e:  # another size, or not a state dict
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        why = (lines[1] if len(lines) > 1 else lines[0] if lines else type(e).__name__)[:160]  # the first problem
+        why = type(e).__name__
+        if lines:  # torch's message opens with a header line, then one line per problem: keep the first problem
+            why = lines[min(1, len(lines) - 1)][:160]
         raise LoadError(f"{path} does not fit this model ({why}); match --n_layer/n_embd/n_head/block_size") from e
     # a sum is finite iff every element is (weights never reach 3e38): one number per tensor, one device sync
     sums = [t.detach().sum(dtype=torch.float32) for t in module.state_dict().values() if t.is_floating_point()]
@@ -275,8 +293,13 @@ def restore(module, state, path):
         raise LoadError(f"{path} holds non-finite weights (NaN or inf); it is damaged: use another copy")
 
 
-def restore_training(ckpt, path, optimizer, ref):
-    """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from."""
+def restore_training(ckpt, path, optimizer, ref, task_key):
+    """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from.
+    task_key is the run's task now (reward.Task.key): another than the checkpoint's is refused."""
+    if ckpt["task"] != task_key:
+        raise LoadError(
+            f"the task changed since {path} was written (another --data content or task flag); start afresh"
+        )
     try:
         optimizer.load_state_dict(ckpt["optimizer"])
     except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
@@ -293,7 +316,9 @@ class RunDir:
     its writer (rank 0) holds until its process ends. A fresh run removes an old ckpt.pt, never to resume it."""
 
     def __init__(self, path, resume, writer=True):
-        self.path, self.writer = path, writer
+        self.path = path
+        self.writer = writer
+        self.stopped = False  # a Ctrl-C came (catch_ctrl_c)
         self.ckpt, self.warm, self.metrics = (os.path.join(path, f) for f in RUN_FILES)
         if not writer:
             return
@@ -338,6 +363,87 @@ class RunDir:
     def log_bytes(self):
         return os.path.getsize(self.metrics)
 
+    def catch_ctrl_c(self):
+        """From now on a Ctrl-C sets `stopped`: train.py finishes the step in flight on every rank (with its evaluation
+        when one is due), saves and exits; a second Ctrl-C quits at once (KeyboardInterrupt: one line, excepthook)."""
+
+        def request(signum, frame):
+            print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
+            self.stopped = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        signal.signal(signal.SIGINT, request)
+
+    def finish(self, step, world):
+        """End the run: exit code 1 after a Ctrl-C (saying how to resume), else 0. Under torchrun every rank first waits
+        at a barrier for rank 0's last evaluation and save, then leaves at once: in the interpreter's ordinary shutdown
+        torch's gloo threads can abort (SIGABRT), and torchrun would call the run failed."""
+        code = 1 if self.stopped else 0
+        if self.stopped:
+            print(f"stopped at step {step}; saved {self.ckpt}, continue with --init_from resume", file=sys.stderr)
+        sys.stderr.flush()
+        if world > 1:
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+            sys.stdout.flush()
+            os._exit(code)
+        sys.exit(code)
+
+
+# ----------------------------------------------------------------------------- the command lines' plumbing
+# What train.py, sample.py and the export share that is not GRPO: flag types, the checks a flag's type cannot make,
+# and one line for a user's error instead of a traceback (only these exit; the library functions above raise).
+
+
+def die(msg):
+    """End a command line with one line, `error: msg`: a user's error, never a traceback."""
+    sys.exit(f"error: {msg}")
+
+
+def excepthook(*user_errors):
+    """A sys.excepthook that ends a user's error in one line: a bad file (LoadError, the `user_errors` classes, an
+    OSError such as a full disk), Ctrl-C, too little memory for the sizes; anything else is a bug and prints its
+    traceback."""
+
+    def hook(kind, e, tb):
+        if issubclass(kind, (LoadError, *user_errors, OSError, KeyboardInterrupt)):
+            die(str(e) or "interrupted: what was not in a checkpoint yet is lost")
+        if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "to allocate")):
+            first = str(e).splitlines()[0]
+            die(f"out of memory ({first}): lower --batch_prompts, --G, --sft_batch or --max_new_tokens")
+        sys.__excepthook__(kind, e, tb)
+
+    return hook
+
+
+def bounded(kind, lo, hi, above=False):
+    """An argparse type: a finite `kind` (int or float) in [lo, hi], or in (lo, hi] if `above`; else argparse's
+    one-line error naming the range."""
+
+    def parse(text):
+        x = kind(text)
+        low_ok = x > lo if above else x >= lo
+        if math.isfinite(x) and low_ok and x <= hi:
+            return x
+        raise argparse.ArgumentTypeError(f"{text} is not in {'(' if above else '['}{lo}, {hi}]")
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value"
+    return parse
+
+
+def check_flags(args, device, world):
+    """train.py's flags against what their own types cannot see: the device, and flags that must agree (die)."""
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    for broken, fix in [
+        (not available[device], f"--device {device} is not available here; pick another"),
+        (args.decode == "graph" and device != "cuda", "--decode graph captures a CUDA graph: use static or plain here"),
+        (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
+        (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
+        (args.overlong >= args.max_new_tokens, f"--overlong {args.overlong} must be below --max_new_tokens"),
+    ]:
+        if broken:
+            die(fix)
+
 
 def read_safetensors(path):
     """{name: tensor}, views into a copy-on-write map of a .safetensors file: 8 bytes little-endian length N, N bytes of
@@ -347,7 +453,8 @@ def read_safetensors(path):
     _check_file(path)
     try:
         with open(path, "rb") as f:
-            size, n = os.fstat(f.fileno()).st_size, int.from_bytes(f.read(8), "little")
+            size = os.fstat(f.fileno()).st_size
+            n = int.from_bytes(f.read(8), "little")
             fits = size >= 8 and n <= min(size - 8, 100_000_000)  # the header length
             header = json.loads(f.read(n).decode("utf-8")) if fits else None
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # private: writes never reach the file
@@ -358,11 +465,15 @@ def read_safetensors(path):
     if not isinstance(header, dict):
         raise LoadError(f"{path}: its header is not a JSON object; this is not a safetensors file")
     data = torch.frombuffer(buf, dtype=torch.uint8)  # (size,) the whole file, mapped
-    start, tensors, spans = 8 + n, {}, []
+    start = 8 + n  # where the data begins
+    tensors = {}
+    spans = []  # (begin, end, name) of each tensor's bytes
     header.pop("__metadata__", None)
     for name, info in header.items():
         info = info if isinstance(info, dict) else {}
-        shape, offsets, kind = info.get("shape"), info.get("data_offsets"), info.get("dtype")
+        shape = info.get("shape")
+        offsets = info.get("data_offsets")
+        kind = info.get("dtype")
         shape_ok = isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
         offsets_ok = isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
         if not (shape_ok and offsets_ok and 0 <= offsets[0] <= offsets[1]):
@@ -370,7 +481,8 @@ def read_safetensors(path):
         dtype = SAFETENSORS_DTYPES.get(kind)
         if dtype is None:
             raise LoadError(f"{path}: {name!r} has dtype {kind!r}, not {'/'.join(SAFETENSORS_DTYPES)}; convert it")
-        begin, end = start + offsets[0], start + offsets[1]
+        begin = start + offsets[0]
+        end = start + offsets[1]
         if end > size:
             raise LoadError(f"{path} is cut short: {name!r} ends at byte {end} of {size}; download it again")
         need = math.prod(shape) * dtype.itemsize
@@ -387,7 +499,8 @@ def read_safetensors(path):
 
 
 def _gpt2(tensors, folder, path):
-    """(GPTConfig, state dict of views) of GPT-2 tensors in Hugging Face's layout, checked in the file's own names."""
+    """(GPTConfig, state dict of views, prompt template) of GPT-2 tensors in Hugging Face's layout, checked in the
+    file's own names; the template is config.json's nanogrpo_prompt (export_hf's) if any, else model.PROMPT."""
     weights = {}  # {name without "transformer.": tensor}
     for name, t in tensors.items():
         short = name.removeprefix("transformer.")
@@ -396,7 +509,8 @@ def _gpt2(tensors, folder, path):
         if short in weights:
             raise LoadError(f"{path} holds {short!r} twice (with and without 'transformer.'); the file is damaged")
         weights[short] = t
-    wte, wpe = weights.get("wte.weight"), weights.get("wpe.weight")  # the config: shapes, and config.json if any
+    wte = weights.get("wte.weight")  # the config: shapes, and config.json if any
+    wpe = weights.get("wpe.weight")
     if wte is None or wpe is None or wte.dim() != 2 or wpe.dim() != 2:
         raise LoadError(f"{path}: wte.weight or wpe.weight is missing or not a matrix; this is not GPT-2's weights")
     layers = {int(m.group(1)) for m in (re.match(r"h\.(\d{1,9})\.", k) for k in weights) if m}
@@ -414,11 +528,15 @@ def _gpt2(tensors, folder, path):
     for key, value in got.items():
         if key in hf and hf[key] != value:
             raise LoadError(f"{cfg_path} says {key} = {hf[key]!r}, {path} has {value}: they do not belong together")
-    n_embd, n_head = got["n_embd"], hf.get("n_head")
+    n_embd = got["n_embd"]
+    n_head = hf.get("n_head")
     if n_head is None and n_embd % 64 == 0:  # GPT-2's heads are 64 wide in all four sizes: 768/12, ..., 1600/25
         n_head = n_embd // 64
     if type(n_head) is not int or n_head <= 0 or n_embd % n_head:
         raise LoadError(f"{cfg_path}: n_head = {n_head!r} does not fit n_embd = {n_embd}; put the model's own there")
+    prompt = hf.get("nanogrpo_prompt", PROMPT)
+    if not (isinstance(prompt, str) and "{question}" in prompt):
+        raise LoadError(f"{cfg_path}: nanogrpo_prompt {reprlib.repr(prompt)} lacks {{question}}; fix it or remove it")
     config = GPTConfig(block_size=got.pop("n_positions"), **got, n_head=n_head, bias=True)  # got: the other sizes
     with torch.device("meta"):  # the state dict, checked against a model of shapes only: nothing allocated yet
         ours = {k.removeprefix("transformer."): tuple(t.shape) for k, t in GPT(config).state_dict().items()}
@@ -440,7 +558,7 @@ def _gpt2(tensors, folder, path):
     if missing:
         raise LoadError(f"{path} lacks {missing[0]} ({len(missing)} tensors missing); download it again")
     state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as GPT-2
-    return config, state
+    return config, state, prompt
 
 
 def _weights_file(path):
@@ -463,12 +581,14 @@ def load_model(path, device="cpu"):
         safetensors = file.endswith(".safetensors") or f.read(9)[8:9] == b"{"  # a length, then the JSON header
     obj = read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint
-        config, state, prompt = _check_checkpoint(obj, file), obj["model"], obj["prompt"]
+        config = _check_checkpoint(obj, file)
+        state = obj["model"]
+        prompt = obj["prompt"]
         ranks = obj.get("tokenizer_ranks")  # the BPE of "words" or GPT-2, checked by _check_checkpoint
         enc = bpe_encoding(obj["tokenizer"], ranks) if ranks else get_tokenizer(obj["tokenizer"], folder)
     elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
-        config, state = _gpt2(obj, folder, file)
-        enc, prompt = get_tokenizer("gpt2", folder), PROMPT
+        config, state, prompt = _gpt2(obj, folder, file)
+        enc = get_tokenizer("gpt2", folder)
     else:
         raise LoadError(f"{file} holds a {type(obj).__name__}, neither a checkpoint nor GPT-2's weights; pick one")
     if config.vocab_size != enc.n_vocab:
@@ -478,3 +598,121 @@ def load_model(path, device="cpu"):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)
     return model.eval(), enc, prompt
+
+
+def write_safetensors(path, tensors):
+    """Write {name: tensor} in read_safetensors' format, flushed to disk: the header's length is padded with spaces
+    to a multiple of 8, so each tensor's data starts aligned; its metadata says format "pt", as transformers requires."""
+    if sys.byteorder != "little":
+        raise OSError(f"cannot write {path}: safetensors files are little-endian, this host is big-endian")
+    header = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for t in tensors.values():
+            f.write(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # (nbytes,) the raw data
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def hf_tokenizer(enc):
+    """(vocab {token: id}, merges ["left right"]) of a byte-level BPE Encoding, spelled in gpt2_byte_chars. tiktoken
+    merges the adjacent pair whose join has the lowest rank; Hugging Face's BPE the pair listed first in merges. So each
+    token of 2+ bytes lists every split into two tokens, in the token's rank order (the usual tiktoken conversion)."""
+    ranks = _ranks(enc)
+    chars = gpt2_byte_chars()
+    spelled = {token: "".join(chars[b] for b in token) for token in ranks}
+    vocab = {spelled[token]: i for token, i in ranks.items()}
+    vocab[EOT] = enc.eot_token
+    merges = []
+    for token in sorted(ranks, key=ranks.get):
+        splits = [(token[:k], token[k:]) for k in range(1, len(token))]
+        splits = sorted((ranks[a], ranks[b], a, b) for a, b in splits if a in ranks and b in ranks)
+        merges += [f"{spelled[a]} {spelled[b]}" for _, _, a, b in splits]
+    return vocab, merges
+
+
+def export_hf(ckpt_path, folder):
+    """Write `folder` as Hugging Face's GPT-2 (HF_FILES) from a checkpoint or GPT-2's files: transformers'
+    GPT2LMHeadModel and GPT2Tokenizer(Fast) load it with this model's logits and token ids; so does load_model.
+    `folder` may be new, empty or an earlier export (replaced); anything else in it is refused."""
+    folder = os.path.normpath(os.fspath(folder))  # "out/hf/" -> "out/hf": the temp folder goes beside it
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise LoadError(f"{folder} is a file; give a folder to export to")
+    others = sorted(set(os.listdir(folder)) - set(HF_FILES)) if os.path.isdir(folder) else []
+    if others:  # an earlier export is replaced whole; any other file is the user's
+        raise LoadError(f"{folder} holds {others[0]!r}, not written by an export; give a new or empty folder")
+    model, enc, prompt = load_model(ckpt_path)
+    cfg = model.config
+    if not cfg.bias:
+        raise LoadError(f"{ckpt_path}: its model has no biases and GPT-2 has; it cannot be exported as GPT-2")
+    tensors = {}  # GPT2LMHeadModel's own names; lm_head.weight is wte.weight (tied): not stored, as transformers does
+    for name, t in model.state_dict().items():
+        if name != "lm_head.weight":
+            tensors[name] = t.t().contiguous() if name.endswith(CONV1D) else t  # Linear (out, in) -> Conv1D (in, out)
+    eot = enc.eot_token
+    config = {key: allowed[0] for key, allowed in GPT2_FIXED.items()}  # gpt2, gelu_new, 1e-5, tied: as _gpt2 reads
+    config |= dict(architectures=["GPT2LMHeadModel"], vocab_size=cfg.vocab_size, n_positions=cfg.block_size)
+    config |= dict(n_ctx=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=None)
+    config |= dict(bos_token_id=eot, eos_token_id=eot, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout
+    config["nanogrpo_prompt"] = prompt  # for load_model; transformers keeps an unknown key as an attribute
+    vocab, merges = hf_tokenizer(enc)
+    byte_level = dict(type="ByteLevel", add_prefix_space=False, trim_offsets=True, use_regex=True)  # GPT2_PAT
+    special = dict(id=eot, content=EOT, single_word=False, lstrip=False, rstrip=False, normalized=True, special=True)
+    bpe = dict(type="BPE", dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="")
+    bpe |= dict(fuse_unk=False, byte_fallback=False, vocab=vocab, merges=merges)
+    fast = dict(version="1.0", truncation=None, padding=None, added_tokens=[special], normalizer=None)
+    fast |= dict(pre_tokenizer=byte_level, post_processor=None, decoder=byte_level, model=bpe)
+    tok_config = dict(tokenizer_class="GPT2Tokenizer", model_max_length=cfg.block_size, add_prefix_space=False)
+    tok_config |= dict(bos_token=EOT, eos_token=EOT, unk_token=EOT)
+    texts = {"config.json": json.dumps(config, indent=2), "tokenizer_config.json": json.dumps(tok_config, indent=2)}
+    texts["vocab.json"] = json.dumps(vocab, ensure_ascii=False)
+    texts["merges.txt"] = "#version: 0.2\n" + "".join(m + "\n" for m in merges)  # the header line both readers skip
+    texts["tokenizer.json"] = json.dumps(fast, ensure_ascii=False)
+    _write_folder(folder, texts, tensors)
+
+
+def _write_folder(folder, texts, tensors):
+    """Write the files {name: text} and model.safetensors as `folder`, all or nothing: into a temp folder beside it
+    (named with the PID), each file flushed to disk, then renamed to `folder`; an earlier export there is moved aside
+    first (and back if the rename fails), then removed."""
+    tmp = f"{folder}.{os.getpid()}.tmp"
+    old = f"{folder}.{os.getpid()}.old"
+    try:
+        os.makedirs(tmp)
+        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
+        for name, text in texts.items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        if os.path.isdir(folder):
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+    except OSError as e:
+        if os.path.isdir(old) and not os.path.exists(folder):
+            os.rename(old, folder)  # the earlier export stays
+        raise OSError(f"cannot write {folder} ({e.strerror or e}): pick a writable folder, or free some space") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)  # the earlier export, now replaced
+
+
+if __name__ == "__main__":  # python checkpoint.py export CKPT DIR
+    cli = argparse.ArgumentParser(description="Write a checkpoint as Hugging Face's GPT-2 folder (export_hf).")
+    commands = cli.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export", help="write DIR: config.json, model.safetensors, the tokenizer's files")
+    export.add_argument("ckpt", help="a nanogrpo checkpoint (out/ckpt.pt), or GPT-2's files")
+    export.add_argument("dir", help="the folder to write: new, empty, or an earlier export (replaced)")
+    args = cli.parse_args()
+    try:
+        export_hf(args.ckpt, args.dir)
+    except (LoadError, OSError) as e:  # a user's error: one line
+        die(e)
+    print(f"wrote {args.dir}: {', '.join(HF_FILES)}")

@@ -19,8 +19,9 @@ left padding. It is never derived from token ids, because the pad id and the EOS
 Positions start at each row's first real token, so a left-padded row gives the same logits as the same
 sequence alone (tests/test_model.py).
 
-GPT.check_memory states the least memory a GRPO step of given sizes needs (device_memory: what the device has), so
-that train.py refuses sizes that cannot fit before any work; it is a floor, not an estimate.
+The device (the end of the file): best_device() picks cuda, then mps, then cpu; bf16_supported() says where bf16
+autocast is the default; GPT.check_memory states the least memory a GRPO step of given sizes needs (device_memory:
+what the device has), so that train.py refuses sizes that cannot fit before any work; a floor, not an estimate.
 
 Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a small model trained from scratch by default (train.py's warm start), or GPT-2's weights;
@@ -110,8 +111,11 @@ class KVCache:
     """
 
     def __init__(self, n_layer, max_len, static=False):
-        self.n_layer, self.max_len, self.static = n_layer, max_len, static
-        self.k, self.v = [None] * n_layer, [None] * n_layer
+        self.n_layer = n_layer
+        self.max_len = max_len
+        self.static = static
+        self.k = [None] * n_layer  # per layer: (N, H, S_max, D), allocated on first use
+        self.v = [None] * n_layer
         self.valid = None  # (N, S_max) bool, allocated on first use
         self.length = 0  # dynamic: columns filled, counted on the host
         self.col = None  # static: (1,) long on the device, the next column to fill
@@ -257,7 +261,8 @@ class GPT(nn.Module):
         every number at 2 bytes (bf16), the least either dtype stores. A run needs more: temporaries, the allocator's
         slack, the evaluation's batch. So sizes that pass can still run out; the run then ends as the allocator says.
         Returns the floor in bytes."""
-        have, c = device_memory(device), self.config
+        have = device_memory(device)
+        c = self.config
         trained = min(micro_batch or rows, rows)  # rows in one forward/backward
         activations = max(rows * 2 * c.n_layer * c.n_embd, trained * (16 * c.n_layer * c.n_embd + c.vocab_size))
         need = 4 * self.num_params() * (5 if ref else 4) + 2 * cols * activations  # bytes
@@ -290,7 +295,8 @@ class GPT(nn.Module):
         if cache is None:
             if L > self.config.block_size:  # checked on the host: no device sync
                 raise ValueError(f"{L} columns exceed block_size {self.config.block_size}")
-            q_col, key_valid = torch.arange(L, device=idx.device), mask  # (L,) columns of the queries, (N, S = L)
+            q_col = torch.arange(L, device=idx.device)  # (L,) the queries' columns
+            key_valid = mask  # (N, S = L)
         else:
             q_col, key_valid = cache.claim(mask)  # (L,), (N, S): S = the columns filled, or all of them if static
         # positions count real tokens only, so left padding does not shift them
@@ -318,9 +324,24 @@ def device_memory(device):
         return torch.mps.recommended_max_memory() if hasattr(torch.mps, "recommended_max_memory") else None
     if not hasattr(os, "sysconf") or "SC_PHYS_PAGES" not in os.sysconf_names:  # Windows: unknown
         return None
-    ram, limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "/sys/fs/cgroup/memory.max"
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = "/sys/fs/cgroup/memory.max"
     if os.path.isfile(limit):
         with open(limit) as f:
             text = f.read().strip()  # bytes, or "max" when there is no limit
         ram = min(ram, int(text)) if text.isdigit() else ram
     return ram
+
+
+def best_device():
+    """The device a run takes when none is named: cuda, then mps, then cpu."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def bf16_supported(device):
+    """Whether bf16 autocast is the default on `device`: on a CUDA GPU that supports it; elsewhere float32."""
+    return torch.device(device).type == "cuda" and torch.cuda.is_bf16_supported()

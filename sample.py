@@ -9,7 +9,8 @@ T <= max_new_tokens is the number of steps taken. Row b*G + g is completion g of
 A Rollout holds the rows (its fields say what each tensor holds; shape letters and the mask rule: model.py).
 `mask` is what the trainer passes to model() to rerun the same forward. True after EOS is safe: attention is
 causal, so those columns never change an earlier position's logits, and completion_mask keeps them out of the
-loss. Rollout.select, join and micro_batches pick, join and split rows (DAPO's dynamic sampling needs the first two).
+loss. Rollout.select, join and micro_batches pick, join and split rows (DAPO's dynamic sampling needs the first two);
+Rollout.score reruns a net's forward on them for the log-probs of the sampled tokens (π_θ, π_old, π_ref).
 
 Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
 - a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
@@ -31,20 +32,22 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
 over all k-subsets of its n samples, with correctness judged by reward.correct(); evaluate() gives them and the
-greedy accuracy on held-out problems. DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right
+greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right
 answer likelier among the samples rather than adding new ones. The command line (the file's end) talks to a checkpoint.
 """
 
 import math
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
 
+import grpo
 import reward
-from model import left_pad
+from model import best_device, left_pad
 
 DECODERS = ("plain", "static", "graph")
 
@@ -71,8 +74,21 @@ class Rollout:
 
     def micro_batches(self, size):
         """Row slices of at most `size` rows (0: one slice of all N) covering rows 0..N-1 in order."""
-        N, size = len(self.tokens), size or max(len(self.tokens), 1)
+        N = len(self.tokens)
+        size = size or max(N, 1)
         return [slice(i, min(i + size, N)) for i in range(0, N, size)]
+
+    def score(self, net, rows, temperature, autocast=nullcontext(), with_entropy=False):
+        """log π(o_t) (n, T) of the completion tokens of `rows` under `net` at `temperature`, by rerunning the forward
+        on the rows' tokens and mask (the one shift: grpo.completion_logprobs); with_entropy, also the entropy (n, T)
+        of each position's distribution, from the same logits (grpo.completion_entropy). `autocast` wraps the
+        forward. train.py scores π_θ, π_old and π_ref this way, and the teacher's tokens in the warm start."""
+        with autocast:
+            logits = net(self.tokens[rows], self.mask[rows])  # (n, P+T, V)
+        logp = grpo.completion_logprobs(logits, self.tokens[rows], self.prompt_len, temperature)  # (n, T)
+        if with_entropy:
+            return logp, grpo.completion_entropy(logits, self.prompt_len, temperature)  # (n, T), (n, T)
+        return logp
 
     def select(self, rows):
         """The rows that `rows` picks, an (n,) long index or an (N,) bool mask, as a Rollout of n rows with the
@@ -93,9 +109,13 @@ class Rollout:
             raise ValueError("Rollout.join: give at least one rollout")
         P = max(r.prompt_len for r in rollouts)
         T = max(r.completion.shape[1] for r in rollouts)
-        tokens, mask, completion_mask, logprobs = [], [], [], []
+        tokens = []  # each rollout's, padded to (n_i, P+T)
+        mask = []
+        completion_mask = []  # (n_i, T) each
+        logprobs = []
         for r in rollouts:
-            left, right = P - r.prompt_len, T - r.completion.shape[1]
+            left = P - r.prompt_len  # more left padding
+            right = T - r.completion.shape[1]  # more columns after the end
             tokens.append(F.pad(r.tokens, (left, right), value=eos_id))  # (n_i, P+T)
             mask.append(F.pad(F.pad(r.mask, (left, 0), value=False), (0, right), value=True))  # (n_i, P+T)
             completion_mask.append(F.pad(r.completion_mask, (0, right), value=False))  # (n_i, T)
@@ -124,11 +144,13 @@ def teacher_rollout(prompts, completions, eos_id=256, device="cpu"):
     code as GRPO (train.py's warm start). Nothing is sampled: logprobs are 0, and completion_mask is True
     on each given token, from the lengths of the lists; the columns after a short one hold eos_id."""
     idx, mask = left_pad(prompts, eos_id)  # (N, P), (N, P)
-    N, T = len(completions), max(len(c) for c in completions)
+    N = len(completions)
+    T = max(len(c) for c in completions)
     completion = torch.full((N, T), eos_id, dtype=torch.long)  # (N, T)
     completion_mask = torch.zeros(N, T, dtype=torch.bool)  # (N, T)
     for n, c in enumerate(completions):
-        completion[n, : len(c)], completion_mask[n, : len(c)] = torch.tensor(c, dtype=torch.long), True
+        completion[n, : len(c)] = torch.tensor(c, dtype=torch.long)
+        completion_mask[n, : len(c)] = True
     return Rollout(
         tokens=torch.cat([idx, completion], dim=1).to(device),  # (N, P+T)
         mask=torch.cat([mask, torch.ones(N, T, dtype=torch.bool)], dim=1).to(device),  # (N, P+T)
@@ -165,22 +187,10 @@ def sample_token(logits, temperature=1.0, top_k=None, generator=None):
     return tok, logp.gather(1, tok[:, None]).squeeze(1)
 
 
-@torch.no_grad()
-def generate(
-    model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None, decode="plain"
-):
-    """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
-
-    temperature: τ > 0 samples from softmax(logits / τ); τ = 0 is greedy.
-    top_k: keep only the k largest logits (None = all).
-    eos_id: ends a completion; it also pads the prompts, so it must be a valid token id.
-    generator: a torch.Generator on the model's device (e.g. torch.Generator(device)),
-        seeded, makes the rollout reproducible; None uses the global RNG. Every decoder
-        leaves it in the same state: T steps' worth of numbers taken.
-    decode: "plain", "static" or "graph" (CUDA only): see the module docstring.
-    The caller may wrap this in torch.autocast; sampling itself runs in float32.
-    """
-    B, P = len(prompts), max((len(p) for p in prompts), default=0)
+def _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode):
+    """generate's arguments, or ValueError; returns B, P and the model's device."""
+    B = len(prompts)
+    P = max((len(p) for p in prompts), default=0)
     if B == 0 or min(len(p) for p in prompts) == 0:
         raise ValueError("generate: every prompt needs at least one token")
     if G < 1 or max_new_tokens < 1:
@@ -200,11 +210,27 @@ def generate(
             f"generate: decode='graph' captures CUDA graphs, and the model is on {device.type}; "
             f"use decode='static' or 'plain'"
         )
+    return B, P, device
+
+
+@torch.no_grad()
+def generate(
+    model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None, decode="plain"
+):
+    """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
+
+    temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
+    all); eos_id ends a completion and pads the prompts; generator (a seeded torch.Generator on the model's device)
+    makes the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module
+    docstring). The caller may wrap this in torch.autocast; sampling itself runs in float32.
+    """
+    B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G
 
     # left-pad the B prompts and prefill them once
     idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
-    idx, mask = idx.to(device), mask.to(device)
+    idx = idx.to(device)
+    mask = mask.to(device)
     cache = model.new_cache(P + max_new_tokens, static=decode != "plain")
     logits = model(idx, mask, cache=cache)[:, -1]  # (B, V) predicts each prompt's next token
     cache.repeat_interleave(G)  # B rows -> N rows, row b*G+g from row b
@@ -212,7 +238,9 @@ def generate(
 
     if decode == "plain":  # the reference loop
         finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,) has emitted EOS
-        toks, logps, alive = [], [], []  # T entries of (N,)
+        toks = []  # T entries of (N,) each
+        logps = []
+        alive = []
         for t in range(max_new_tokens):
             tok, logp = sample_token(logits, temperature, top_k, generator)  # (N,), (N,)
             tok = tok.masked_fill(finished, eos_id)  # finished rows keep emitting EOS ...
@@ -224,7 +252,9 @@ def generate(
             if t == max_new_tokens - 1 or bool(finished.all()):  # the one host sync per step
                 break
             logits = model(tok[:, None], cache=cache)[:, -1]  # (N, V)
-        completion, logp, alive = torch.stack(toks, 1), torch.stack(logps, 1), torch.stack(alive, 1)  # (N, T)
+        completion = torch.stack(toks, 1)  # (N, T)
+        logp = torch.stack(logps, 1)  # (N, T)
+        alive = torch.stack(alive, 1)  # (N, T)
     else:
         completion, logp, alive, finished = decode_static(
             model, cache, logits, max_new_tokens, temperature, top_k, eos_id, generator, graph=decode == "graph"
@@ -247,7 +277,8 @@ def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_
     float32, completion mask (N, T) bool and finished (N,) bool, equal to the plain loop's
     (T included, and the generator's state after it).
     """
-    N, dev = logits.shape[0], logits.device
+    N = logits.shape[0]
+    dev = logits.device
     logits = logits.clone()  # (N, V) this step's logits
     finished = torch.zeros(N, dtype=torch.bool, device=dev)  # (N,) has emitted EOS
     toks = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=dev)  # (N, T_max)
@@ -293,7 +324,9 @@ def graphed(step, generator):
     """`step` as a function that runs one step per call: eagerly on a side stream for the first
     GRAPH_WARMUP calls, then captured once as a CUDA graph (reading and writing the same buffers)
     and replayed. CUDA graph replay advances `generator` exactly as the eager step does."""
-    side, cuda_graph, calls = torch.cuda.Stream(), None, 0
+    side = torch.cuda.Stream()
+    cuda_graph = None
+    calls = 0
 
     def run():
         nonlocal cuda_graph, calls
@@ -342,7 +375,8 @@ def _maj_counts(answers, gold):
         rivals = [r for r in votes.values() if r >= t]
         ways = [[1]]
         for r in rivals:
-            below, exactly = [math.comb(r, b) for b in range(t)], math.comb(r, t)
+            below = [math.comb(r, b) for b in range(t)]  # ways to pick b < t of this value
+            exactly = math.comb(r, t)
             new = [[0] * (len(ways[0]) + t) for _ in range(len(ways) + 1)]
             for j, row in enumerate(ways):
                 for s, w in enumerate(row):
@@ -385,6 +419,20 @@ def sampled_metrics(completions, golds, G):
     return out
 
 
+def rollout_stats(right, lengths, truncated):
+    """What a step's samples look like, as 0-dim tensors: acc (the share right, by the verifier), len (mean tokens,
+    EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are none),
+    truncated (the share cut at max_new_tokens). right (N,) bool; lengths, truncated (N,) numbers."""
+    lengths = lengths.float()  # (N,)
+    return {
+        "acc": right.float().mean(),
+        "len": lengths.mean(),
+        "len_right": lengths[right].mean(),
+        "len_wrong": lengths[~right].mean(),
+        "truncated": truncated.float().mean(),
+    }
+
+
 @torch.no_grad()
 def evaluate(
     model, prompts, golds, G, max_new_tokens, enc, temperature=1.0, eos_id=256, batch=64, generator=None, decode="plain"
@@ -395,7 +443,8 @@ def evaluate(
     verifier's verdict, reward.correct(), never with a reward's value. Per problem, for paired comparisons of
     two policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how
     many of its G samples are)."""
-    greedy, samples = [], []
+    greedy = []  # one greedy answer per problem
+    samples = []  # G sampled answers per problem
     for i in range(0, len(prompts), batch):
         chunk = prompts[i : i + batch]
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
@@ -423,7 +472,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     p.add_argument("--top_k", type=int, default=None, help="sample among the k most likely tokens only")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sampling generator")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda, mps or cpu")
+    p.add_argument("--device", default=best_device(), help="cuda, mps or cpu")
     args = p.parse_args()
     try:
         device = torch.device(args.device)

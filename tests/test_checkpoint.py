@@ -1,9 +1,12 @@
-"""checkpoint.py: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer.
+"""checkpoint.py: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer,
+the export to Hugging Face's layout.
 
 Everything is written here, small and random: no network and no downloaded weights. The files follow Hugging
 Face's GPT-2 layout: names without "transformer." (safetensors) or with it (pytorch_model.bin), Conv1D weights
 stored (in, out), the causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias, a config.json and a vocab.json.
-Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also check those.
+An export is read back without transformers: by load_model, by GPT-2 computed from its tensors, and its merges.txt
+by a byte-level BPE as Hugging Face's (hf_bpe). Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also
+check those.
 """
 
 import errno
@@ -11,6 +14,7 @@ import json
 import math
 import os
 import re
+import runpy
 import struct
 import subprocess
 import sys
@@ -20,19 +24,24 @@ import tiktoken
 import torch
 import torch.nn.functional as F
 
+import checkpoint
 from checkpoint import (
+    HF_FILES,
     TRAIN_KEYS,
     LoadError,
     RunDir,
     digest,
+    export_hf,
     get_tokenizer,
+    gpt2_byte_chars,
     load_checkpoint,
     load_model,
     read_safetensors,
     restore,
     save_checkpoint,
 )
-from model import GPT, PROMPT, GPTConfig, byte_tokenizer, left_pad
+from model import GPT, GPT2_PAT, PROMPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
+from reward import Task
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
@@ -80,7 +89,9 @@ def write_config(folder, **changes):
 
 def write_safetensors(path, tensors):
     """A .safetensors file: 8-byte little-endian header length, JSON header padded to 8 bytes, raw data."""
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    header = {"__metadata__": {"format": "pt"}}
+    blobs = []
+    offset = 0
     for name, t in tensors.items():
         data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
         header[name] = {
@@ -446,6 +457,7 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
     "gpt2 config disagrees": (lambda d: edited_config(d, n_layer=3), "do not belong together"),
     "gpt2 config other activation": (lambda d: edited_config(d, activation_function="relu"), "activation_function"),
     "gpt2 config other model": (lambda d: edited_config(d, model_type="llama"), "model_type"),
+    "gpt2 config prompt without {question}": (lambda d: edited_config(d, nanogrpo_prompt="Q: "), "nanogrpo_prompt"),
     "gpt2 vocab.json of another model": (
         lambda d: write_vocab(gpt2_folder(d)[0], merges=[]) or d / "gpt2",
         "262 token ids but tokenizer 'gpt2' has 257",
@@ -559,7 +571,8 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkey
 def test_torch_writer_error_is_one_line_os_error(tmp_path, monkeypatch):
     """torch's writer reports a full disk as a RuntimeError from its cleanup: it still reads as one OSError line,
     the old file intact and no temp file (named with the writer's process id) left."""
-    path, names = tmp_path / "ckpt.pt", []
+    path = tmp_path / "ckpt.pt"
+    names = []
     small_checkpoint(path)
     before = path.read_bytes()
 
@@ -784,6 +797,200 @@ def test_bad_vocab_json_is_one_line(tmp_path, content, expect):
     with pytest.raises(LoadError, match=re.escape(expect)) as e:
         get_tokenizer("gpt2", tmp_path)
     assert "\n" not in str(e.value) and str(tmp_path / "vocab.json") in str(e.value)
+
+
+# ----------------------------------------------------------------------------- export to Hugging Face's layout
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATE = "Question: {question}\nAnswer: "  # not model.PROMPT, so that a lost template shows
+EXPORT_TEXTS = [  # beside the task's prompts and solutions: digits, runs of spaces, contractions, unicode, nothing
+    "abc: ab then bc, not a then bc",  # with the words "ab" and "bc": merges out of rank order give [a, bc]
+    "0123456789 12 345 6789 -3.5",
+    "a  b   c\t\td\r\n\n\n x",
+    "  leading and trailing  ",
+    "it's I'll we've they're",
+    "Ünïcødé 3½ × 2 = 7 ✓ 数学 🙂",
+    "",
+]
+
+
+def exported_model(kind, tmp_path):
+    """(checkpoint path, its model, its tokenizer): a small random model of each tokenizer kind; "words" is train.py's
+    from-scratch tokenizer of the task's words (and "ab", "bc", which overlap), "gpt2" the small GPT-2 of gpt2_folder
+    as a run that tuned it saves it."""
+    if kind == "gpt2":
+        model, enc, _ = load_model(gpt2_folder(tmp_path)[0])
+    else:
+        words = [*frequent_words(Task().texts(PROMPT, n=200)), b"ab", b"bc"] if kind == "words" else ()
+        enc = byte_tokenizer(words)
+        model = reference(0, GPTConfig(block_size=24, vocab_size=enc.n_vocab, n_layer=2, n_head=2, n_embd=16))
+    save_checkpoint(tmp_path / "ckpt.pt", model, enc, prompt=TEMPLATE)
+    return tmp_path / "ckpt.pt", model, enc
+
+
+def hf_bpe(folder):
+    """encode(text) -> ids as Hugging Face's byte-level BPE computes them from vocab.json and merges.txt alone: GPT-2's
+    pattern splits the text, a piece's bytes become GPT-2's characters, then the adjacent pair listed first in
+    merges.txt (the leftmost of equals) joins, until no pair is listed."""
+    regex = pytest.importorskip("regex")  # tiktoken's own dependency: it knows \p{L}
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "#version: 0.2"
+    order = {tuple(line.split(" ")): n for n, line in enumerate(lines[1:])}
+    chars = gpt2_byte_chars()
+
+    def encode(text):
+        ids = []
+        for piece in regex.findall(GPT2_PAT, text):
+            word = [chars[b] for b in piece.encode()]
+            while len(word) > 1:
+                first, i = min((order.get(pair, math.inf), i) for i, pair in enumerate(zip(word, word[1:])))
+                if first == math.inf:
+                    break
+                word[i : i + 2] = [word[i] + word[i + 1]]
+            ids += [vocab[w] for w in word]
+        return ids
+
+    return encode
+
+
+@pytest.mark.parametrize("kind", ["bytes", "words", "gpt2"])
+def test_export_reads_back_with_the_same_logits_token_ids_and_prompt(tmp_path, kind):
+    ckpt, model, enc = exported_model(kind, tmp_path)
+    export_hf(ckpt, tmp_path / "hf")
+    assert sorted(os.listdir(tmp_path / "hf")) == sorted(HF_FILES)
+    again, enc2, prompt = load_model(tmp_path / "hf")
+    idx = torch.randint(0, enc.n_vocab, (3, model.config.block_size), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(again(idx), model(idx), atol=1e-6, rtol=0)  # (N, L, V)
+    assert again.config == model.config and prompt == TEMPLATE and enc2.eot_token == enc.eot_token
+    hf_encode = hf_bpe(tmp_path / "hf")  # what merges.txt gives, which load_model does not read
+    for text in Task().texts(PROMPT, n=20) + EXPORT_TEXTS:
+        want = enc.encode(text, disallowed_special=())
+        assert enc2.encode(text, disallowed_special=()) == want and hf_encode(text) == want, text
+    if kind == "gpt2":  # GPT-2's own vocab.json comes back as it was
+        vocab = json.loads((tmp_path / "hf" / "vocab.json").read_text(encoding="utf-8"))
+        assert vocab == json.loads((tmp_path / "gpt2" / "vocab.json").read_text(encoding="utf-8"))
+
+
+def test_exported_files_are_hugging_faces_gpt2_layout(tmp_path):
+    """What transformers reads: GPT2LMHeadModel's names, the Conv1D weights (in, out) (GPT-2 computed from the file's
+    own tensors gives the model's logits), an 8-byte aligned header saying format "pt", config.json's fields, and a
+    tokenizer.json of the same vocab and merges, with GPT-2's byte-level pre-tokenizer and EOS."""
+    ckpt, model, enc = exported_model("words", tmp_path)
+    out = tmp_path / "hf"
+    export_hf(ckpt, out)
+    raw = (out / "model.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    assert n % 8 == 0 and json.loads(raw[8 : 8 + n])["__metadata__"] == {"format": "pt"}
+    tensors = read_safetensors(out / "model.safetensors")
+    assert set(tensors) == set(model.state_dict()) - {"lm_head.weight"}  # tied to wte: not stored, as transformers
+    cfg = model.config
+    assert tensors["transformer.h.1.mlp.c_fc.weight"].shape == (cfg.n_embd, 4 * cfg.n_embd)  # (in, out)
+    hf = {k.removeprefix("transformer."): t for k, t in tensors.items()}
+    idx = torch.randint(0, cfg.vocab_size, (2, cfg.block_size), generator=torch.Generator().manual_seed(1))  # (N, L)
+    with torch.no_grad():
+        torch.testing.assert_close(gpt2_forward(hf, idx, cfg.n_head), model(idx), atol=1e-5, rtol=0)
+    config = json.loads((out / "config.json").read_text())
+    eot = enc.eot_token
+    expect = dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=cfg.vocab_size, n_embd=cfg.n_embd)
+    expect |= dict(n_layer=cfg.n_layer, n_head=cfg.n_head, n_positions=cfg.block_size, n_ctx=cfg.block_size)
+    expect |= dict(activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True)
+    expect |= dict(bos_token_id=eot, eos_token_id=eot, nanogrpo_prompt=TEMPLATE)
+    assert {k: config.get(k) for k in expect} == expect
+    vocab = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
+    merges = (out / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]
+    assert vocab["<|endoftext|>"] == eot and len(vocab) == enc.n_vocab and len(merges) > 0
+    fast = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+    assert fast["model"]["type"] == "BPE" and fast["model"]["vocab"] == vocab and fast["model"]["merges"] == merges
+    assert [(t["id"], t["content"], t["special"]) for t in fast["added_tokens"]] == [(eot, "<|endoftext|>", True)]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    assert fast["pre_tokenizer"] == byte_level and fast["decoder"]["type"] == "ByteLevel"
+    tok_config = json.loads((out / "tokenizer_config.json").read_text())
+    assert tok_config["tokenizer_class"] == "GPT2Tokenizer" and tok_config["eos_token"] == "<|endoftext|>"
+
+
+def test_export_replaces_an_earlier_export_and_refuses_other_folders(tmp_path):
+    ckpt, _, enc = exported_model("bytes", tmp_path)
+    out = tmp_path / "hf"
+    out.mkdir()  # an empty folder is taken
+    export_hf(ckpt, out)
+    other = reference(1, GPTConfig(block_size=16, vocab_size=enc.n_vocab, n_layer=1, n_head=1, n_embd=8))
+    save_checkpoint(tmp_path / "other.pt", other, enc)
+    export_hf(tmp_path / "other.pt", f"{out}/")  # an earlier export is replaced whole; a trailing slash is the same
+    again, _, prompt = load_model(out)
+    assert again.config == other.config and prompt == PROMPT
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), other.state_dict().values()))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    for folder, expect in ((tmp_path / "mine", "holds 'notes.txt'"), (tmp_path / "mine" / "notes.txt", "is a file")):
+        with pytest.raises(LoadError, match=expect):
+            export_hf(ckpt, folder)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    no_bias = reference(0, GPTConfig(block_size=8, vocab_size=enc.n_vocab, n_layer=1, n_head=1, n_embd=8, bias=False))
+    save_checkpoint(tmp_path / "no_bias.pt", no_bias, enc)
+    with pytest.raises(LoadError, match="no biases"):  # GPT-2 always has them
+        export_hf(tmp_path / "no_bias.pt", tmp_path / "nb")
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "mine", "no_bias.pt", "other.pt"]  # no temp folder left
+
+
+@pytest.mark.parametrize("failure", ["disk full", "rename refused"])
+def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path, monkeypatch, failure):
+    ckpt, model, enc = exported_model("bytes", tmp_path)
+    out = tmp_path / "hf"
+    export_hf(ckpt, out)
+    before = {name: (out / name).read_bytes() for name in HF_FILES}
+    save_checkpoint(tmp_path / "other.pt", reference(1, model.config), enc)
+
+    def full_disk(path, tensors):  # some bytes reach the disk, then the write fails
+        with open(path, "wb") as f:
+            f.write(b"\x08\x00")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    rename = os.rename
+
+    def refused(src, dst):  # the new folder cannot take the name, after the earlier export was moved aside
+        if str(src).endswith(".tmp"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        rename(src, dst)
+
+    if failure == "disk full":
+        monkeypatch.setattr(checkpoint, "write_safetensors", full_disk)
+    else:
+        monkeypatch.setattr(os, "rename", refused)
+    with pytest.raises(OSError) as e:
+        export_hf(tmp_path / "other.pt", out)
+    monkeypatch.undo()
+    msg = str(e.value)
+    assert "\n" not in msg and f"cannot write {out}" in msg and ("No space" in msg or "Permission" in msg), msg
+    assert {name: (out / name).read_bytes() for name in HF_FILES} == before
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "other.pt"]
+
+
+def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):
+    ckpt, _, _ = exported_model("bytes", tmp_path)
+    script = os.path.join(ROOT, "checkpoint.py")
+    cmd = [sys.executable, script, "export", str(tmp_path / "nothing.pt"), str(tmp_path / "hf")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # a process of its own: what a user sees
+    one_line = run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert run.returncode == 1 and run.stderr.startswith(f"error: {tmp_path / 'nothing.pt'}: no such file") and one_line
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    for folder, expect in (
+        (tmp_path / "mine", "holds 'notes.txt'"),
+        (tmp_path / "mine" / "notes.txt" / "hf", "cannot write"),  # under a file: the folder cannot be made
+        (tmp_path / "hf", None),
+    ):
+        monkeypatch.setattr(sys, "argv", [script, "export", str(ckpt), str(folder)])
+        if expect is None:
+            runpy.run_path(script, run_name="__main__")  # the command line in this process: quicker
+            assert capsys.readouterr().out.startswith(f"wrote {folder}")
+        else:
+            with pytest.raises(SystemExit) as e:  # sys.exit(message): Python prints it as one line and exits with 1
+                runpy.run_path(script, run_name="__main__")
+            msg = e.value.code
+            assert msg.startswith("error: ") and "\n" not in msg and expect in msg, msg
+    assert load_model(tmp_path / "hf")[2] == TEMPLATE
 
 
 # ----------------------------------------------------------------------------- the real GPT-2, where a user has it

@@ -10,7 +10,17 @@ import pytest
 import torch
 
 from advantage import group_advantages
-from grpo import AGGS, RATIOS, aggregate, completion_logprobs, grpo_loss, kl_penalty, token_logprobs
+from grpo import (
+    AGGS,
+    RATIOS,
+    aggregate,
+    completion_entropy,
+    completion_logprobs,
+    grpo_loss,
+    kl_penalty,
+    tis_weights,
+    token_logprobs,
+)
 from model import GPT, GPTConfig
 
 F64 = torch.float64
@@ -508,3 +518,125 @@ def test_argument_errors_and_beta_zero_needs_no_reference():
         aggregate(logp, mask, "dr_grpo", num_seqs=2)
     with pytest.raises(TypeError):  # everything after the mask is keyword-only
         grpo_loss(logp, logp, logp, adv, mask, 0.2)
+
+
+# ----------------------------------------------------------------------------- CISPO, sampler weights, entropy
+
+
+def cispo_by_hand(logp, old, adv, lengths, agg, eps_high, max_len):
+    """CISPO's policy loss written out answer by answer: -c(i, t)·min(ρ_it, 1+ε_high)·A_i·log π_it, the weight a
+    constant, c the aggregation's weight of one token (grpo: 1/(N·|o_i|), dapo: 1/Σ|o|, dr_grpo: 1/(N·max_len))."""
+    N = len(lengths)
+    total = torch.zeros((), dtype=F64)
+    for i, n in enumerate(lengths):
+        for j in range(n):
+            w = min(math.exp((logp[i, j] - old[i, j]).item()), 1 + eps_high)  # a number: no gradient through it
+            c = {"grpo": 1 / (N * n), "dapo": 1 / sum(lengths), "dr_grpo": 1 / (N * max_len)}[agg]
+            total = total - c * w * adv[i] * logp[i, j]
+    return total
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_cispo_against_a_hand_written_loss_and_gradient(agg):
+    """loss="cispo": sg(min(ρ, 1+ε_high))·A·log π per token. Its gradient is w·A·∇log π: PPO-clip's ρ·A·∇log π
+    wherever no ratio is capped, and where PPO's clip cuts a token's gradient CISPO keeps it, at w = 1+ε_high."""
+    torch.manual_seed(0)
+    lengths, T, N = [4, 1, 3, 5, 2], 5, 5
+    mask = lengths_mask(lengths, T)  # (N, T)
+    logp = (torch.randn(N, T, dtype=F64) - 1).requires_grad_()
+    old = logp.detach() + 0.3 * torch.randn(N, T, dtype=F64)  # μ > 1: some ratios beyond 1 ± ε
+    adv = t(1.0, -1.0, 0.5, 2.0, -1.5)  # (N,)
+    kw = dict(agg=agg, beta=0.0, clip_eps=0.2, clip_eps_high=0.28, max_len=7)
+    loss, s = grpo_loss(logp, old, None, adv, mask, loss="cispo", **kw)
+    expect = cispo_by_hand(logp, old, adv, lengths, agg, 0.28, 7)
+    assert torch.allclose(loss, expect, atol=1e-14, rtol=0)
+    (g,), (g_hand,) = torch.autograd.grad(loss, logp), torch.autograd.grad(expect, logp)
+    assert torch.allclose(g, g_hand, atol=1e-14, rtol=0)
+    rho = torch.exp(logp.detach() - old)  # (N, T)
+    capped = mask & (rho > 1.28)
+    assert capped.any() and (mask & ~capped).any()
+    assert abs(s["clip_frac_high"].item() - capped.sum().item() / sum(lengths)) < 1e-12
+    assert s["clip_frac_low"].item() == 0.0  # no lower bound
+    # against PPO's clip: the same gradient on every token that neither caps nor clips, and CISPO's is never 0
+    (g_clip,) = torch.autograd.grad(grpo_loss(logp, old, None, adv, mask, **kw)[0], logp)
+    A = adv[:, None].expand(N, T)  # (N, T)
+    ppo_clipped = mask & (((rho < 0.8) & (A < 0)) | ((rho > 1.28) & (A > 0)))
+    assert ppo_clipped.any()
+    same = mask & ~capped & ~ppo_clipped
+    assert torch.allclose(g[same], g_clip[same], atol=1e-15, rtol=0)
+    assert (g_clip[ppo_clipped] == 0).all() and (g[ppo_clipped] != 0).all()
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("ratio", RATIOS)
+def test_cispo_is_grpo_on_policy(agg, ratio):
+    """μ = 1 (π_old = π_θ, ρ ≡ 1, nothing capped): CISPO's gradient is GRPO's under every aggregation and ratio."""
+    torch.manual_seed(1)
+    mask = lengths_mask([4, 1, 3, 5, 2, 0], 5)  # (N, T)
+    logp = (torch.randn(6, 5, dtype=F64) - 1).requires_grad_()
+    ref = logp.detach() + 0.3 * torch.randn(6, 5, dtype=F64)
+    adv = t(1.0, -1.0, 0.5, -2.0, 1.5, 1.0)
+    kw = dict(agg=agg, ratio=ratio, max_len=5)
+    cispo = grpo_loss(logp, logp.detach(), ref, adv, mask, loss="cispo", **kw)[0]
+    clip = grpo_loss(logp, logp.detach(), ref, adv, mask, **kw)[0]
+    (g_cispo,), (g_clip,) = torch.autograd.grad(cispo, logp), torch.autograd.grad(clip, logp)
+    assert torch.allclose(g_cispo, g_clip, atol=1e-15, rtol=0) and g_clip.abs().max() > 1e-3
+
+
+def test_tis_weights_correct_for_the_sampler_and_are_the_identity_without_a_gap():
+    """tis_weights: min(π_old/π_sampler, C) per token, a constant; with weight=..., grpo_loss multiplies each token's
+    policy term by it (not the KL term). No gap: every weight 1, the same loss and gradient as without."""
+    torch.manual_seed(0)
+    mask = lengths_mask([3, 5, 1, 4], 5)  # (N, T)
+    logp = (torch.randn(4, 5, dtype=F64) - 1).requires_grad_()
+    old = logp.detach()  # μ = 1
+    ref = logp.detach() + 0.2 * torch.randn(4, 5, dtype=F64)
+    adv = t(1.0, -0.5, 2.0, -1.0)
+    gap = t(0.0, 0.5, -0.3, 2.0, 0.1)  # log π_old - log π_sampler, by column: the sampler's numbers differ
+    sampler = old - gap  # (N, T)
+    w = tis_weights(old, sampler, 3.0)  # (N, T)
+    assert torch.allclose(w, torch.exp(gap).clamp(max=3.0).expand(4, 5), atol=0, rtol=1e-15)
+    assert w.max().item() == 3.0 and w.min().item() < 1  # exp(2) capped at 3; exp(-0.3) below 1
+    loss, s = grpo_loss(logp, old, ref, adv, mask, weight=w)
+    pg = -(w * adv[:, None] * torch.where(mask, torch.ones(4, 5, dtype=F64), 0.0)).sum(1) / mask.sum(1)  # ρ ≡ 1
+    expect = pg.sum() / 4 + grpo_loss(logp, old, ref, adv, mask)[1]["kl_loss"]  # the KL term unweighted
+    assert torch.allclose(loss.detach(), expect, atol=1e-14, rtol=0)
+    assert abs(s["weight_mean"].item() - (w * mask).sum().item() / mask.sum().item()) < 1e-12
+    # no gap: the identity
+    same = tis_weights(old, old.clone(), 3.0)
+    assert torch.equal(same, torch.ones(4, 5, dtype=F64))
+    a, _ = grpo_loss(logp, old, ref, adv, mask, weight=same)
+    b, _ = grpo_loss(logp, old, ref, adv, mask)
+    (ga,), (gb,) = torch.autograd.grad(a, logp), torch.autograd.grad(b, logp)
+    assert torch.equal(a, b) and torch.equal(ga, gb)
+
+
+def test_completion_entropy_is_the_sampling_distributions_entropy_at_the_shift():
+    """H_t = -Σ_v p_v log p_v of softmax(logits / τ) at the completion positions (the logits one column before each
+    token, as completion_logprobs): uniform logits give log V; one certain token gives 0; no gradient."""
+    torch.manual_seed(0)
+    N, P, T, V = 3, 4, 5, 11
+    logits = torch.randn(N, P + T, V, dtype=F64, requires_grad=True)  # (N, P+T, V)
+    for temp in (1.0, 0.7):
+        H = completion_entropy(logits, P, temp)  # (N, T)
+        p = torch.softmax(logits.detach()[:, P - 1 : -1] / temp, -1)  # (N, T, V)
+        assert torch.allclose(H, -(p * p.log()).sum(-1), atol=1e-13, rtol=0) and not H.requires_grad
+    flat = torch.zeros(1, P + T, V)
+    assert torch.allclose(completion_entropy(flat, P), torch.full((1, T), math.log(V)))
+    sure = torch.full((1, P + T, V), -1e4)
+    sure[..., 3] = 1e4
+    assert completion_entropy(sure, P).abs().max().item() == 0.0
+
+
+def test_the_kl_stat_is_the_token_mean_of_the_estimate_on_a_known_batch():
+    """stats["kl"] = Σ over every masked token of the step of k_t / num_tokens, whatever the aggregation: the k3
+    values of answers of lengths 3 and 1, not the mean of per-answer means."""
+    logp = t(-1.0, -2.0, -0.5, -1.0).view(2, 2)  # (N, T)
+    logp = torch.cat([logp, t(-1.5, 0.0).view(2, 1)], 1)  # (N, T=3)
+    ref = logp + t(0.5, -0.5, 1.0, 0.0, 0.0, 0.0).view(2, 3)
+    mask = lengths_mask([3, 1], 3)  # (N, T)
+    k3 = [math.exp(x) - x - 1 for x in (0.5, -0.5, 1.0, 0.0)]  # the four tokens' k3
+    for agg in AGGS:
+        _, s = grpo_loss(logp, logp, ref, t(1.0, -1.0), mask, agg=agg, max_len=3)
+        assert abs(s["kl"].item() - sum(k3) / 4) < 1e-15
+    assert abs(sum(k3) / 4 - (sum(k3[:3]) / 3 + k3[3]) / 2) > 0.05  # a per-answer mean would differ

@@ -246,3 +246,16 @@ def test_device_memory_is_this_machines_physical_memory_at_most():
         assert 0 < have <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     else:
         assert have is None
+
+
+def test_the_device_is_cuda_then_mps_then_cpu_and_bf16_only_where_cuda_supports_it(monkeypatch):
+    """best_device: the first of cuda, mps, cpu that is present; bf16_supported: only a CUDA device that has it."""
+    for cuda, mps, expect in ((True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+        assert model_module.best_device() == expect
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert model_module.bf16_supported("cuda:0") and not model_module.bf16_supported("cpu")
+    assert not model_module.bf16_supported("mps")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert not model_module.bf16_supported("cuda")

@@ -2,6 +2,7 @@
 distribution; the static and graph decoders give the plain loop's rollout; diverged models; bf16 autocast;
 Rollout.select and Rollout.join; the command line's one-line errors and plain-text special tokens."""
 
+import math
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import reward
 from checkpoint import load_model, save_checkpoint
 from grpo import completion_logprobs
 from model import GPT, GPTConfig, byte_tokenizer
-from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate
+from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate, rollout_stats
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 EOS = 256
@@ -488,3 +489,31 @@ def test_command_line_encodes_special_token_text_in_a_question_as_plain_text(tin
     assert out == shown(plain)
     special = enc.encode(prompt.format(question=question), allowed_special="all")  # the other reading
     assert EOS in special and shown(special) != out  # the output tells the two apart
+
+
+def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the_rows():
+    """Rollout.score: the completion tokens' log-probs under a net, as grpo.completion_logprobs of a plain forward on
+    the rows' tokens and mask (equal to the sampler's own log-probs up to rounding), and from the same logits each
+    position's entropy. rollout_stats: acc, lengths (EOS included) of the right and the wrong rows, truncated."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    gen = torch.Generator().manual_seed(0)
+    roll = generate(model, [[1, 2, 3], [4, 5]], G=3, max_new_tokens=6, temperature=0.8, eos_id=256, generator=gen)
+    rows = slice(1, 5)
+    with torch.no_grad():
+        logp, H = roll.score(model, rows, 0.8, with_entropy=True)  # (4, T), (4, T)
+        expect = completion_logprobs(model(roll.tokens[rows], roll.mask[rows]), roll.tokens[rows], roll.prompt_len, 0.8)
+    assert torch.equal(logp, expect) and torch.equal(roll.score(model, rows, 0.8), logp)
+    m = roll.completion_mask[rows]
+    assert torch.allclose(logp[m], roll.logprobs[rows][m], atol=1e-5)
+    assert H.shape == logp.shape and (H >= 0).all() and H.max() <= math.log(257) + 1e-5
+    right = torch.tensor([True, False, True, False])
+    lengths = torch.tensor([3, 5, 1, 6])
+    st = rollout_stats(right, lengths, torch.tensor([False, False, False, True]))
+    assert {k: v.item() for k, v in st.items()} == {
+        "acc": 0.5,
+        "len": 3.75,
+        "len_right": 2.0,
+        "len_wrong": 5.5,
+        "truncated": 0.25,
+    }

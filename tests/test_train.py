@@ -5,6 +5,7 @@ import contextlib
 import gc
 import io
 import json
+import math
 import os
 import random
 import runpy
@@ -565,6 +566,10 @@ def test_resume_keeps_the_run_settings_and_a_moved_data_file(tmp_path, task):
     assert [t["step"] for t in records(out, "train")] == [1, 2]
     r = here("--G", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume")
     assert one_line_error(r, "--G 4 differs"), r.stderr
+    other = tmp_path / "other.jsonl"  # --data may move, but not change: another task is refused
+    other.write_text(moved.read_text().replace("two plus one", "two plus two"))
+    r = here("--steps", "3", "--out_dir", out, "--init_from", "resume", "--data", str(other))
+    assert one_line_error(r, "the task changed"), r.stderr
 
 
 def test_the_trainer_scores_at_the_sampling_temperature(tmp_path, task):
@@ -711,3 +716,99 @@ def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, ta
         f.truncate(os.path.getsize(folder / "model.safetensors") // 2)  # a download cut short
     r = here("--init_from", str(folder), "--data", data, "--out_dir", out)
     assert one_line_error(r, "model.safetensors"), r.stderr
+
+
+# ----------------------------------------------------------------------------- π_old, the denominators, the step line
+
+
+def spy_on_grpo_loss(monkeypatch):
+    """Replace grpo.grpo_loss by a wrapper that records each call's log-probs, π_old, mask and keyword arguments."""
+    calls = []
+    plain = grpo.grpo_loss
+
+    def spy(logp, old_logp, ref_logp, advantages, mask, **kw):
+        calls.append({"logp": logp.detach().clone(), "old": old_logp.clone(), "mask": mask.clone(), **kw})
+        return plain(logp, old_logp, ref_logp, advantages, mask, **kw)
+
+    monkeypatch.setattr(grpo, "grpo_loss", spy)
+    return calls
+
+
+def test_pi_old_is_the_first_updates_forward_for_all_mu_updates(tmp_path, task, monkeypatch):
+    """μ = 2: the first update's forward is π_old (ρ ≡ 1 there) and stays π_old for the second update, whose
+    forward comes after an AdamW step: its ratio differs from 1 wherever the weights moved the log-probs. A π_old
+    refreshed at every update would make the second ratio 1 again."""
+    calls = spy_on_grpo_loss(monkeypatch)
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "2", "--steps", "1", "--mu", "2", "--lr", "3e-3", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    first, second = calls  # one micro-batch per update
+    m = first["mask"]
+    assert torch.equal(first["logp"][m], first["old"][m])  # ρ ≡ 1 in the first update
+    assert torch.equal(second["old"], first["old"])  # the same π_old in the second
+    assert (second["logp"] - second["old"])[m].abs().max() > 1e-4  # the policy moved: ρ ≠ 1
+    assert records(out, "train")[0]["ratio_mean"] != 1.0  # the log shows the last update's ratio
+
+
+def test_dead_groups_count_in_the_loss_denominators(tmp_path, task, monkeypatch):
+    """num_seqs is the step's B·G rows, dead groups included (grpo.py's notes: their answers still dilute the live
+    groups' gradient); num_tokens counts every row's tokens. A run whose first group of two is made dead."""
+    calls = spy_on_grpo_loss(monkeypatch)
+    verifier = reward.REWARDS["verifier"]
+
+    def half_dead(texts, golds, **kw):
+        r = verifier(texts, golds, **kw)  # (N,)
+        r[: len(r) // 2] = 1.0  # the first group: all equal
+        r[len(r) // 2] = 1.0 - r[len(r) // 2 + 1]  # the second: live
+        return r
+
+    monkeypatch.setitem(reward.REWARDS, "verifier", half_dead)
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "2", "--steps", "1", "--micro_batch", "4", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    rec = records(out, "train")[0]
+    assert rec["dead_frac"] == 0.5
+    assert {c["num_seqs"] for c in calls} == {2 * 8}  # every micro-batch divides by the whole step's rows
+    assert {c["num_tokens"].item() for c in calls} == {sum(c["mask"].sum().item() for c in calls)}
+
+
+def step_line(stdout):
+    return next(line for line in stdout.splitlines() if line.startswith("step 1 "))
+
+
+def test_the_step_line_shows_the_columns_that_can_move_and_the_log_keeps_every_key(tmp_path, task):
+    """At the defaults (μ = 1, the verifier alone): no clip fractions (ρ ≡ 1) and no reward_mean (it equals acc);
+    with μ = 2, a format bonus and β = 0: the clip fractions and reward_mean, and no kl. metrics.jsonl has them all,
+    and an `entropy` in every train record."""
+    flags = [*task, "--batch_prompts", "2", "--steps", "1"]
+    r = here(*flags, "--out_dir", str(tmp_path / "a"))
+    line = step_line(r.stdout)
+    assert " acc " in line and " kl " in line and " entropy " in line
+    assert "clip_frac" not in line and "reward_mean" not in line
+    rec = records(str(tmp_path / "a"), "train")[0]
+    assert {"clip_frac_low", "clip_frac_high", "reward_mean", "kl", "entropy"} <= set(rec)
+    assert rec["reward_mean"] == rec["acc"] and rec["clip_frac_low"] == rec["clip_frac_high"] == 0
+    assert 0 < rec["entropy"] < math.log(257)  # nats per token, below the uniform distribution's
+    r = here(*flags, "--mu", "2", "--format_bonus", "0.1", "--beta", "0", "--out_dir", str(tmp_path / "b"))
+    line = step_line(r.stdout)
+    assert "clip_frac_low" in line and "reward_mean" in line and " kl " not in line
+
+
+def test_the_new_losses_and_shaping_run_end_to_end(tmp_path, task, monkeypatch):
+    """--loss cispo, --tis C and --overlong L reach grpo_loss and the reward: CISPO at μ = 1 makes GRPO's update
+    (the same weights to rounding), TIS's weights are logged, and the overlong penalty lowers reward_mean but not
+    acc (acc counts the verifier's verdict)."""
+    flags = [*task, "--batch_prompts", "2", "--steps", "1", "--eval_every", "1"]
+    for name, extra in [("clip", []), ("cispo", ["--loss", "cispo"]), ("tis", ["--tis", "2"])]:
+        assert here(*flags, *extra, "--out_dir", str(tmp_path / name)).returncode == 0
+    w = {n: torch.load(tmp_path / n / "ckpt.pt", weights_only=True)["model"] for n in ("clip", "cispo", "tis")}
+    assert all(torch.allclose(w["clip"][k], w["cispo"][k], atol=1e-6) for k in w["clip"])
+    pg = {n: records(str(tmp_path / n), "train")[0]["pg_loss"] for n in ("clip", "cispo")}
+    assert abs(pg["clip"]) < 1e-6 < abs(pg["cispo"])  # but CISPO's loss is A·log π, not A (grpo.py's notes)
+    tis = records(str(tmp_path / "tis"), "train")[0]
+    assert abs(tis["weight_mean"] - 1) < 1e-3  # the sampler and the trainer agree to rounding in float32
+    r = here(*flags, "--overlong", "4", "--out_dir", str(tmp_path / "long"))  # answers longer than 8 - 4 tokens pay
+    assert r.returncode == 0, r.stderr
+    long, plain = records(str(tmp_path / "long"), "train")[0], records(str(tmp_path / "clip"), "train")[0]
+    assert long["acc"] == plain["acc"] and long["reward_mean"] < plain["reward_mean"]
+    assert "reward_mean" in step_line(r.stdout)
