@@ -145,7 +145,8 @@ def group_stats(rewards, G, unbiased=True):
 # most q^G + (1-q)^G when each value is paid only to right answers or only to wrong ones, as the format bonus's
 # four values are (P = 0.05, 0.15, 0.1, 0.7 for 0, 0.1, 1, 1.1, G = 8: 0.0576; the formula at q = 0.8: 0.1678); a
 # value paid to both right and wrong answers can make it larger (1 for a right, well-formed answer, 0 for the rest,
-# with P = 0.1, 0.5, 0.4 for right well-formed, right otherwise, wrong, G = 4: 0.66 against 0.16). In a step of prompts with different chances, the
-# expected dead fraction of the groups as sampled is the mean of the prompts' chances, which for 0/1 rewards is at
-# least the formula at the mean success rate (it is convex): at mean reward 0.92 and G = 8 the formula gives 0.51,
-# and any expected fraction from 0.51 up to 1 is possible (1 when every prompt is always solved or always failed).
+# with P = 0.1, 0.5, 0.4 for right well-formed, right otherwise, wrong, G = 4: 0.66 against 0.16). In a step of
+# prompts with different chances, the expected dead fraction of the groups as sampled is the mean of the prompts'
+# chances, which for 0/1 rewards is at least the formula at the mean success rate (it is convex): at mean reward 0.92
+# and G = 8 the formula gives 0.51, and any expected fraction from 0.51 up to 1 is possible (1 when every prompt is
+# always solved or always failed).

@@ -601,8 +601,8 @@ def load_model(path, device="cpu"):
 
 
 def write_safetensors(path, tensors):
-    """Write {name: tensor} in read_safetensors' format, flushed to disk: the header's length is padded with spaces
-    to a multiple of 8, so each tensor's data starts aligned; its metadata says format "pt", as transformers requires."""
+    """Write {name: tensor} in read_safetensors' format, flushed to disk: the header's length is padded with spaces to
+    a multiple of 8, so each tensor's data starts aligned; its metadata says format "pt", which transformers needs."""
     if sys.byteorder != "little":
         raise OSError(f"cannot write {path}: safetensors files are little-endian, this host is big-endian")
     header = {"__metadata__": {"format": "pt"}}

@@ -306,6 +306,7 @@ def grpo_loss(
 # equals GRPO, loss and gradient, under every aggregation; it differs only after the first of μ > 1 updates, where
 # the paper also clips far tighter (clip_eps=3e-4, clip_eps_high=4e-4).
 #
-# CISPO (tests/test_grpo.py). ∇[sg(w)·A·log π] = w·A·∇log π, and PPO's ∇[ρ·A] = ρ·A·∇log π where the clip does not
-# bind: wherever no ratio is capped (at μ = 1 always, where ρ ≡ 1) the two gradients are equal, under every
-# aggregation and both ratios. Where PPO's clip binds, its token gets no gradient; CISPO's keeps w = 1+ε_high.
+# CISPO (tests/test_grpo.py). ∇[sg(w)·A·log π] = w·A·∇log π, and PPO's ∇[ρ·A] = ρ·A·∇log π where its clip does not
+# bind: on every token that CISPO does not cap and PPO does not clip (at μ = 1 every token, ρ ≡ 1) the two gradients
+# are equal, under every aggregation and both ratios. Where PPO's clip binds, its token gets no gradient; CISPO's
+# keeps one, with w capped at 1+ε_high (and no lower bound: below 1-ε_low the weight is ρ itself).

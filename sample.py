@@ -32,8 +32,9 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
 over all k-subsets of its n samples, with correctness judged by reward.correct(); evaluate() gives them and the
-greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right
-answer likelier among the samples rather than adding new ones. The command line (the file's end) talks to a checkpoint.
+greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
+that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new
+ones. The command line (the file's end) talks to a checkpoint.
 """
 
 import math

@@ -538,8 +538,9 @@ def cispo_by_hand(logp, old, adv, lengths, agg, eps_high, max_len):
 
 @pytest.mark.parametrize("agg", AGGS)
 def test_cispo_against_a_hand_written_loss_and_gradient(agg):
-    """loss="cispo": sg(min(ρ, 1+ε_high))·A·log π per token. Its gradient is w·A·∇log π: PPO-clip's ρ·A·∇log π
-    wherever no ratio is capped, and where PPO's clip cuts a token's gradient CISPO keeps it, at w = 1+ε_high."""
+    """loss="cispo": sg(min(ρ, 1+ε_high))·A·log π per token. Its gradient is w·A·∇log π: PPO-clip's ρ·A·∇log π on
+    every token that CISPO does not cap and PPO does not clip, and where PPO's clip cuts a token's gradient CISPO
+    keeps one."""
     torch.manual_seed(0)
     lengths, T, N = [4, 1, 3, 5, 2], 5, 5
     mask = lengths_mask(lengths, T)  # (N, T)
