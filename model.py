@@ -29,7 +29,7 @@ Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a from-scratch model's tokenizer is built in code, offline (byte_tokenizer): the 256 bytes, the task's words
   (train.py), <|endoftext|>. Digits stay one byte each, which suits arithmetic; a word is one token, so a built-in
   prompt is 22-27 tokens instead of 53-73 bytes and a padded warm-start row 47 tokens instead of 96 on average:
-  half the work per problem. GPT-2's BPE ("gpt2") is built by checkpoint.get_tokenizer from the same bpe_encoding.
+  half the work per problem. GPT-2's BPE ("gpt2") is built by hf.get_tokenizer from the same bpe_encoding.
 """
 
 import math

@@ -25,21 +25,18 @@ import torch
 import torch.nn.functional as F
 
 import checkpoint
+import hf
 from checkpoint import (
-    HF_FILES,
     TRAIN_KEYS,
     LoadError,
     RunDir,
     digest,
-    export_hf,
-    get_tokenizer,
-    gpt2_byte_chars,
     load_checkpoint,
     load_model,
-    read_safetensors,
     restore,
     save_checkpoint,
 )
+from hf import HF_FILES, get_tokenizer, gpt2_byte_chars, read_safetensors
 from model import GPT, GPT2_PAT, PROMPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
 from reward import Task
 
@@ -47,6 +44,13 @@ MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the sp
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
 CFG = GPTConfig(block_size=32, vocab_size=V, n_layer=2, n_head=2, n_embd=128)  # heads 64 wide, as GPT-2's
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def export_hf(ckpt, folder):
+    """`python checkpoint.py export CKPT DIR` without the command line: load, then hf.export."""
+    hf.export(*load_model(ckpt), folder)
+
+
 ST_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
 
 
@@ -955,7 +959,7 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
         rename(src, dst)
 
     if failure == "disk full":
-        monkeypatch.setattr(checkpoint, "write_safetensors", full_disk)
+        monkeypatch.setattr(hf, "write_safetensors", full_disk)
     else:
         monkeypatch.setattr(os, "rename", refused)
     with pytest.raises(OSError) as e:
