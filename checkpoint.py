@@ -35,14 +35,15 @@ import torch
 
 import hf
 from hf import LoadError
-from model import GPT, PROMPT, GPTConfig, bpe_encoding, is_byte_bpe
+from model import GPT, PROMPT, GPTConfig, bpe_encoding, is_byte_bpe, stop_ids
 
 CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 # what a resume reads besides the model, and its type ("ref" is a state dict, or None when beta == 0)
 TRAIN_KEYS = {"step": int, "task": str, "args": dict, "optimizer": dict, "log_bytes": int, "ref": (dict, type(None))}
 # nanoGPT's resume rule: a resumed run keeps the checkpoint's settings but these (train.py checks --data's content)
 RESUMABLE = tuple("lr steps eval_every micro_batch device dtype compile decode data out_dir init_from".split())
-TOKENIZERS = ("bytes", "words", "gpt2")  # "words" (model.byte_tokenizer's) rebuilds from its saved ranks alone
+TOKENIZERS = ("bytes", "words", "gpt2", "bpe", "bpe+nfc")  # "words" rebuilds from its saved ranks alone; "bpe" (a
+# tokenizer.json's, hf.tokenizer_from_json) from its ranks, pattern and specials
 RUN_FILES = ("ckpt.pt", "warmstart.pt", "metrics.jsonl")  # a run's out_dir: checkpoint, cached warm start, log
 
 
@@ -97,13 +98,15 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
         raise ValueError(f"tokenizer {name!r} cannot be rebuilt from a checkpoint; use one of {TOKENIZERS}")
     if not (isinstance(prompt, str) and "{question}" in prompt):
         raise ValueError("the prompt template must be a str holding '{question}'")
-    clash = set(extra) & {*CKPT_KEYS, "digest", "tokenizer_ranks"}
+    clash = set(extra) & {*CKPT_KEYS, "digest", "tokenizer_ranks", "tokenizer_pattern", "tokenizer_specials"}
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
     bpe = name != "bytes" and isinstance(tokenizer, tiktoken.Encoding)  # its ranks {token bytes: id} go inside
     ranks = hf.bpe_ranks(tokenizer) if bpe else None
     config = dataclasses.asdict(model.config)
     ckpt = dict(model=model.state_dict(), config=config, tokenizer=name, prompt=prompt, tokenizer_ranks=ranks, **extra)
+    if name.startswith("bpe"):  # a tokenizer.json's: its own pattern and specials (tiktoken keeps them unexported)
+        ckpt |= dict(tokenizer_pattern=tokenizer._pat_str, tokenizer_specials=dict(tokenizer._special_tokens))
     atomic_save({**ckpt, "digest": digest(ckpt)}, path)
 
 
@@ -133,13 +136,22 @@ def _check_checkpoint(ckpt, path):
     sizes = [getattr(cfg, k, None) for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd")]
     if not (isinstance(state, dict) and state and all(isinstance(t, torch.Tensor) for t in state.values())):
         raise LoadError(f"{path}: its model is not a state dict of tensors; the file is damaged")
-    if cfg is None or not all(type(s) is int and s > 0 for s in sizes) or cfg.n_embd % cfg.n_head:
+    heads = (
+        cfg is not None and cfg.arch in ("gpt2", "llama") and type(cfg.n_kv_head) is int and type(cfg.head_dim) is int
+    )
+    heads = heads and cfg.n_kv_head >= 0 and cfg.head_dim >= 0 and cfg.n_head % cfg.kv_heads == 0
+    heads = heads and (cfg.arch == "llama" or cfg.n_embd % cfg.n_head == 0)
+    if cfg is None or not all(type(s) is int and s > 0 for s in sizes) or not heads:
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
     ranks = ckpt.get("tokenizer_ranks")  # a BPE's; None for "bytes" and may be for GPT-2 (from its files), not "words"
-    if (ranks is not None or ckpt["tokenizer"] == "words") and not is_byte_bpe(ranks):
+    if (ranks is not None or ckpt["tokenizer"] in ("words", "bpe", "bpe+nfc")) and not is_byte_bpe(ranks):
         raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
+    specials = ckpt.get("tokenizer_specials")
+    typed = isinstance(specials, dict) and all(type(k) is str and type(i) is int for k, i in specials.items())
+    if ckpt["tokenizer"].startswith("bpe") and not (isinstance(ckpt.get("tokenizer_pattern"), str) and typed):
+        raise LoadError(f"{path}: its tokenizer's pattern or special tokens are missing; the file is damaged")
     try:
         intact = ckpt["digest"] == digest(ckpt)
     except (RecursionError, TypeError, ValueError, RuntimeError):  # nested too deeply, or not plain data
@@ -353,26 +365,50 @@ def check_flags(args, device, world):
             die(fix)
 
 
+def _tokenizer(ckpt, folder):
+    """A checked checkpoint's tokenizer: from its saved ranks (and a tokenizer.json's pattern and specials)."""
+    name = ckpt["tokenizer"]
+    ranks = ckpt.get("tokenizer_ranks")  # the BPE of "words", GPT-2 or a tokenizer.json, checked by _check_checkpoint
+    if name.startswith("bpe"):
+        pattern = ckpt["tokenizer_pattern"]
+        try:
+            return tiktoken.Encoding(
+                name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=ckpt["tokenizer_specials"]
+            )
+        except ValueError as e:  # specials that clash with the ranks, or a pattern tiktoken rejects
+            raise LoadError(f"its tokenizer cannot be rebuilt ({str(e)[:80]}); the file is damaged") from e
+    return bpe_encoding(name, ranks) if ranks else hf.get_tokenizer(name, folder)
+
+
 def load_model(path, device="cpu"):
-    """(model in float32 and eval mode on `device`, tokenizer, prompt template) from a checkpoint or GPT-2's files."""
-    file, folder = hf.weights_file(os.fspath(path))
+    """(model in float32 and eval mode on `device`, tokenizer, prompt template) from a nanogrpo checkpoint or a
+    Hugging Face folder or weights file (GPT-2, or the Llama family: hf.py). The ids that end a completion are
+    model.stop_ids(model.config, tokenizer)."""
+    files, folder, weight_map = hf.weights_file(os.fspath(path))
+    file = files[0]
     with open(file, "rb") as f:
         safetensors = file.endswith(".safetensors") or f.read(9)[8:9] == b"{"  # a length, then the JSON header
-    obj = hf.read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
+    if weight_map is not None:  # sharded
+        obj = hf.read_shards(files, weight_map)
+    else:
+        obj = hf.read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
+    tensors = isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values())
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint
         config = _check_checkpoint(obj, file)
         state = obj["model"]
         prompt = obj["prompt"]
-        ranks = obj.get("tokenizer_ranks")  # the BPE of "words" or GPT-2, checked by _check_checkpoint
-        enc = bpe_encoding(obj["tokenizer"], ranks) if ranks else hf.get_tokenizer(obj["tokenizer"], folder)
-    elif isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values()):  # GPT-2
+        enc = _tokenizer(obj, folder)
+    elif tensors and hf.model_type(folder) == "gpt2":
         config, state, prompt = hf.gpt2_weights(obj, folder, file)
         enc = hf.get_tokenizer("gpt2", folder)
+    elif tensors:  # the Llama family
+        config, state, enc, prompt = hf.llama_folder(obj, folder, file)
     else:
-        raise LoadError(f"{file} holds a {type(obj).__name__}, neither a checkpoint nor GPT-2's weights; pick one")
-    if config.vocab_size != enc.n_vocab:
-        n = config.vocab_size
-        raise LoadError(f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}: use its vocab.json")
+        raise LoadError(f"{file} holds a {type(obj).__name__}, neither a checkpoint nor Hugging Face weights; pick one")
+    if enc.n_vocab > config.vocab_size or (config.arch == "gpt2" and enc.n_vocab != config.vocab_size):
+        n = config.vocab_size  # the Llama family may pad its embedding past the tokenizer (Qwen: 151,936 rows)
+        raise LoadError(f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}: use its own files")
+    stop_ids(config, enc)  # a model whose tokenizer has no <|endoftext|> must name its stop ids
     with torch.device(device):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)

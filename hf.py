@@ -24,7 +24,7 @@ import sys
 import tiktoken
 import torch
 
-from model import GPT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, is_byte_bpe
+from model import GPT, GPT2_PAT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, is_byte_bpe
 
 
 class LoadError(ValueError):
@@ -104,8 +104,9 @@ EOT = "<|endoftext|>"  # the EOS token, one id after the BPE's tokens
 
 
 def bpe_ranks(enc):
-    """A BPE Encoding's ranks {token bytes: id}, <|endoftext|> left out."""
-    return {enc.decode_single_token_bytes(i): i for i in range(enc.eot_token)}
+    """A BPE Encoding's ranks {token bytes: id}, its special tokens (<|endoftext|>, ...) left out."""
+    specials = {enc.encode_single_token(s) for s in enc.special_tokens_set}
+    return {enc.decode_single_token_bytes(i): i for i in range(enc.n_vocab) if i not in specials}
 
 
 def check_file(path):
@@ -233,16 +234,241 @@ def gpt2_weights(tensors, folder, path):
 
 
 def weights_file(path):
-    """(weights file, folder for config.json and vocab.json) of a checkpoint, GPT-2's weights or a folder of them."""
+    """(weights files, folder for config.json and the tokenizer, weight map) of a checkpoint, a weights file or a
+    folder of them: one file (weight map None), or the shards that model.safetensors.index.json maps tensors to."""
     check_file(path)
     if not os.path.isdir(path):
-        return path, os.path.dirname(os.path.abspath(path))
+        return [path], os.path.dirname(os.path.abspath(path)), None
     for name in WEIGHTS:
         if os.path.isfile(os.path.join(path, name)):
-            return os.path.join(path, name), path
-    if any(os.path.isfile(os.path.join(path, name + ".index.json")) for name in WEIGHTS):
-        raise LoadError(f"{path} holds sharded weights (*.index.json), not read here; download one model.safetensors")
+            return [os.path.join(path, name)], path, None
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        weight_map = read_json(index, "download it again").get("weight_map")
+        if not (isinstance(weight_map, dict) and weight_map and all(isinstance(f, str) for f in weight_map.values())):
+            raise LoadError(f"{index} has no weight_map {{tensor: file}}; download it again")
+        shards = sorted(set(weight_map.values()))
+        if any(os.path.basename(f) != f or not f.endswith(".safetensors") for f in shards):
+            raise LoadError(f"{index} names a shard outside its folder or not .safetensors; download it again")
+        return [os.path.join(path, f) for f in shards], path, weight_map
+    if os.path.isfile(os.path.join(path, "pytorch_model.bin.index.json")):
+        raise LoadError(f"{path} holds sharded pytorch_model-*.bin files, not read here; use its .safetensors files")
     raise LoadError(f"{path} is a folder without {' or '.join(WEIGHTS)}; download one (with config.json, vocab.json)")
+
+
+def read_shards(files, weight_map):
+    """{name: tensor} of every shard, each tensor in the shard `weight_map` {name: file} gives it, none left out."""
+    tensors = {}
+    for file in files:
+        for name, t in read_safetensors(file).items():
+            if weight_map.get(name) != os.path.basename(file):
+                raise LoadError(f"{file} holds {name!r}, which the index places elsewhere; download the model again")
+            tensors[name] = t
+    missing = sorted(set(weight_map) - set(tensors))
+    if missing:
+        raise LoadError(
+            f"the shards lack {missing[0]!r} ({len(missing)} tensors), which the index names; download them"
+        )
+    return tensors
+
+
+# ---------------- the Llama family (Llama-3.x, Qwen2/2.5, Qwen3, SmolLM2): config.json, weights, tokenizer.json
+
+LLAMA_TYPES = ("llama", "qwen2", "qwen3")
+# Hugging Face's names -> model.py's: the block's parts are renamed, the names inside attn and mlp kept
+LLAMA_NAMES = [
+    (r"model\.embed_tokens\.weight", "transformer.wte.weight"),
+    (r"model\.norm\.weight", "transformer.ln_f.weight"),
+    (r"lm_head\.weight", "lm_head.weight"),
+    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"transformer.h.\1.ln_1.weight"),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"transformer.h.\1.ln_2.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo]_proj\.(?:weight|bias)|[qk]_norm\.weight)", r"transformer.h.\1.attn.\2"),
+    (r"model\.layers\.(\d+)\.mlp\.((?:gate|up|down)_proj\.weight)", r"transformer.h.\1.mlp.\2"),
+]
+
+
+def _positive(hf, key, cfg_path, default=None):
+    value = hf.get(key, default)
+    if type(value) is not int or value <= 0:
+        raise LoadError(f"{cfg_path}: {key} = {reprlib.repr(value)} is not a positive integer; fix config.json")
+    return value
+
+
+def llama_config(hf, cfg_path):
+    """GPTConfig of a Llama-family config.json (model_type llama, qwen2 or qwen3), or LoadError naming what it found
+    that model.py does not implement: sliding windows, another RoPE scaling than "llama3", an o_proj or MLP bias,
+    another activation than SiLU. RoPE is read as the Hub's files spell it (rope_theta, rope_scaling) and as newer
+    transformers writes it (rope_parameters)."""
+    kind = hf["model_type"]
+    for key, allowed in [("hidden_act", ("silu",)), ("use_sliding_window", (False, None)), ("mlp_bias", (False, None))]:
+        if hf.get(key) not in allowed:
+            raise LoadError(f"{cfg_path} sets {key} = {reprlib.repr(hf[key])}; nanogrpo implements only {allowed}")
+    if kind != "qwen2" and hf.get("attention_bias", False) is not False:  # Qwen2's q/k/v biases are built in
+        raise LoadError(f"{cfg_path} sets attention_bias (an o_proj bias too); nanogrpo implements q/k/v biases only")
+    if any(t != "full_attention" for t in hf.get("layer_types") or []):
+        raise LoadError(
+            f"{cfg_path}: its layer_types hold sliding-window attention; nanogrpo implements full attention"
+        )
+    rope = hf.get("rope_parameters") or {}  # newer transformers: theta and scaling in one dict
+    theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+    scaling = hf.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
+    kind_of_scaling = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind_of_scaling not in ("default", "llama3"):
+        raise LoadError(f"{cfg_path}: RoPE scaling {kind_of_scaling!r}; nanogrpo implements none and 'llama3' only")
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    if kind_of_scaling == "llama3":
+        if not all(isinstance(scaling.get(k), (int, float)) for k in keys):
+            raise LoadError(f"{cfg_path}: its llama3 RoPE scaling lacks one of {keys}; fix config.json")
+        scaling = {k: scaling[k] for k in keys}
+    else:
+        scaling = None
+    n_embd = _positive(hf, "hidden_size", cfg_path)
+    n_head = _positive(hf, "num_attention_heads", cfg_path)
+    n_kv_head = _positive(hf, "num_key_value_heads", cfg_path, n_head)
+    head_dim = _positive(hf, "head_dim", cfg_path, 128 if kind == "qwen3" else n_embd // n_head)  # as transformers
+    eps = hf.get("rms_norm_eps", 1e-6)
+    tied = hf.get("tie_word_embeddings", False)  # the family's default in transformers
+    if (
+        n_head % n_kv_head
+        or not isinstance(theta, (int, float))
+        or not isinstance(eps, float)
+        or type(tied) is not bool
+    ):
+        raise LoadError(
+            f"{cfg_path}: num_key_value_heads, rope_theta, rms_norm_eps or tie_word_embeddings is malformed"
+        )
+    return GPTConfig(
+        block_size=_positive(hf, "max_position_embeddings", cfg_path),
+        vocab_size=_positive(hf, "vocab_size", cfg_path),
+        n_layer=_positive(hf, "num_hidden_layers", cfg_path),
+        n_head=n_head,
+        n_embd=n_embd,
+        bias=False,
+        arch="llama",
+        n_kv_head=n_kv_head,
+        head_dim=head_dim,
+        mlp_size=_positive(hf, "intermediate_size", cfg_path),
+        norm_eps=eps,
+        rope_theta=float(theta),
+        rope_scaling=scaling,
+        qkv_bias=kind == "qwen2",
+        qk_norm=kind == "qwen3",
+        tie_embeddings=tied,
+    )
+
+
+def llama_weights(tensors, config, path):
+    """The state dict of Llama-family tensors in Hugging Face's names, checked against `config`'s shapes."""
+    with torch.device("meta"):  # shapes only: nothing allocated yet
+        expected = {k: tuple(t.shape) for k, t in GPT(config).state_dict().items()}
+    state = {}
+    for name, t in tensors.items():
+        ours = next((re.sub(hf_name, mine, name) for hf_name, mine in LLAMA_NAMES if re.fullmatch(hf_name, name)), None)
+        if ours == "lm_head.weight" and config.tie_embeddings:
+            if "model.embed_tokens.weight" not in tensors or not torch.equal(t, tensors["model.embed_tokens.weight"]):
+                raise LoadError(f"{path}: lm_head.weight differs from embed_tokens but config.json ties them; fix it")
+            continue
+        if ours not in expected:
+            raise LoadError(f"{path}: unexpected tensor {name!r}; config.json does not describe these weights")
+        if tuple(t.shape) != expected[ours]:
+            raise LoadError(f"{path}: {name} has shape {tuple(t.shape)}, config.json says {expected[ours]}")
+        if not t.is_floating_point():
+            raise LoadError(f"{path}: {name} holds {t.dtype} numbers, not floating-point weights; the file is damaged")
+        state[ours] = t
+    if config.tie_embeddings and "transformer.wte.weight" in state:
+        state["lm_head.weight"] = state["transformer.wte.weight"]
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise LoadError(f"{path} lacks {missing[0]} ({len(missing)} tensors missing); download it again")
+    return state
+
+
+def stop_ids(folder, vocab_size):
+    """The ids that end a completion, from generation_config.json's eos_token_id (an id or a list), else
+    config.json's; [] where neither says."""
+    for name in ("generation_config.json", "config.json"):
+        path = os.path.join(folder, name)
+        eos = read_json(path, "download it again").get("eos_token_id") if os.path.isfile(path) else None
+        ids = [eos] if type(eos) is int else eos
+        if ids is None:
+            continue
+        if not (isinstance(ids, list) and ids and all(type(i) is int and 0 <= i < vocab_size for i in ids)):
+            raise LoadError(f"{path}: eos_token_id {reprlib.repr(eos)} is not token ids below {vocab_size}")
+        return ids
+    return []
+
+
+def tokenizer_from_json(path):
+    """A tiktoken.Encoding from Hugging Face's tokenizer.json of a byte-level BPE: its vocab's byte-level strings
+    (gpt2_byte_chars) are the ranks, the pre-tokenizer's Split regex the pattern (GPT-2's for a ByteLevel one that
+    splits by itself), its added tokens the specials. Refused in one line: another model than BPE, a normalizer
+    other than none or NFC, a pre-tokenizer other than [Split, ByteLevel] or ByteLevel alone. tiktoken has no
+    normalizer: an NFC one names the Encoding "bpe+nfc", and model.encode_text applies it (Qwen's)."""
+    tok = read_json(path, "download it again")
+    model = tok.get("model") or {}
+    vocab = model.get("vocab")
+    if model.get("type") != "BPE" or not isinstance(vocab, dict) or model.get("byte_fallback"):
+        raise LoadError(f"{path}: its model is {reprlib.repr(model.get('type'))}, not a byte-level BPE; not supported")
+    normalizer = (tok.get("normalizer") or {}).get("type")
+    if normalizer not in (None, "NFC"):
+        raise LoadError(f"{path}: its normalizer is {normalizer!r}; nanogrpo reads none or NFC")
+    pre = tok.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [s.get("type") if isinstance(s, dict) else None for s in steps]
+    if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
+        pattern = GPT2_PAT
+    elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
+        split = steps[0]
+        pattern = (split.get("pattern") or {}).get("Regex")
+        if not isinstance(pattern, str) or split.get("behavior") != "Isolated" or split.get("invert"):
+            raise LoadError(f"{path}: its Split is not an isolating regex; nanogrpo reads only that kind")
+    else:
+        raise LoadError(f"{path}: its pre-tokenizer is {kinds}; nanogrpo reads [Split, ByteLevel] or ByteLevel")
+    byte_of = {c: b for b, c in gpt2_byte_chars().items()}
+    ranks = {}
+    for token, i in vocab.items():
+        if not token or type(i) is not int or any(c not in byte_of for c in token):
+            raise LoadError(f"{path}: token {token!r} is not spelled in byte-level characters; not a byte-level BPE")
+        ranks[bytes(byte_of[c] for c in token)] = i
+    if not is_byte_bpe(ranks):
+        raise LoadError(f"{path}: its vocab's ids are not 0..n-1 once each with the 256 bytes; download it again")
+    specials = {}
+    for added in tok.get("added_tokens") or []:
+        content = added.get("content") if isinstance(added, dict) else None
+        if not isinstance(content, str) or type(added.get("id")) is not int:
+            raise LoadError(f"{path}: an added token is not {{id, content}}; download it again")
+        if added["id"] not in range(len(ranks)):  # an added token that is also a vocab entry is the vocab's
+            specials[content] = added["id"]
+    try:
+        name = "bpe+nfc" if normalizer == "NFC" else "bpe"
+        return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    except ValueError as e:  # a pattern tiktoken's regex engine rejects
+        raise LoadError(f"{path}: tiktoken cannot use its pattern ({str(e)[:80]}); not supported") from e
+
+
+def llama_folder(tensors, folder, path):
+    """(GPTConfig, state dict, tokenizer, prompt template) of a Llama-family folder: config.json, the weights and
+    tokenizer.json, its stop ids (stop_ids) in the config."""
+    cfg_path = os.path.join(folder, "config.json")
+    config = llama_config(read_json(cfg_path, "download it again"), cfg_path)
+    tok_path = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        raise LoadError(f"{folder} has no tokenizer.json; download it beside config.json")
+    enc = tokenizer_from_json(tok_path)
+    stops = stop_ids(folder, config.vocab_size)
+    config.stop_ids = tuple(stops)
+    return config, llama_weights(tensors, config, path), enc, PROMPT
+
+
+def model_type(folder):
+    """config.json's model_type in `folder`: "gpt2" (also without a config.json) or one of LLAMA_TYPES, else LoadError."""
+    cfg_path = os.path.join(folder, "config.json")
+    if not os.path.isfile(cfg_path):
+        return "gpt2"
+    kind = read_json(cfg_path, "download it again or remove it").get("model_type", "gpt2")
+    if kind not in ("gpt2", *LLAMA_TYPES):
+        raise LoadError(f"{cfg_path}: model_type {kind!r}; nanogrpo reads gpt2, {', '.join(LLAMA_TYPES)}")
+    return kind
 
 
 def write_safetensors(path, tensors):

@@ -1,18 +1,26 @@
 """
-model.py: the policy π_θ of GRPO, a nanoGPT-style GPT-2 that takes left-padded batches and a KV cache.
+model.py: the policy π_θ of GRPO, a nanoGPT-style GPT that takes left-padded batches and a KV cache: GPT-2's block,
+or the Llama family's (Llama-3, Qwen2/2.5, Qwen3, SmolLM2) by its config.
 
 The language model is the policy: π_θ(o_t | q, o_<t) = softmax(logits_t / τ), where τ is the sampling
-temperature (τ = 1 is the model's own distribution; sample.py and grpo.py divide by the same τ). It is
-GPT-2's architecture with GPT-2's parameter names (transformer.wte, transformer.wpe, transformer.h.N.{ln_1,
-attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, transformer.ln_f, lm_head tied to wte), LayerNorm
-epsilon 1e-5 and the tanh GELU, so GPT-2's weights load into it (checkpoint.py reads every file format).
+temperature (τ = 1 is the model's own distribution; sample.py and grpo.py divide by the same τ). Two blocks, side by
+side below, one residual stream x ← x + attn(norm(x)); x ← x + mlp(norm(x)):
+- GPT-2 (arch "gpt2"): GPT-2's parameter names (transformer.wte, transformer.wpe, transformer.h.N.{ln_1,
+  attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, transformer.ln_f, lm_head tied to wte), LayerNorm with
+  ε = 1e-5, learned positions added to the embedding, the tanh GELU, so GPT-2's weights load into it.
+- The Llama family (arch "llama"): RMSNorm w·x/sqrt(mean(x²) + ε); RoPE, which turns each pair of q's and k's
+  features by pos·ω_j (ω_j = θ^(-2j/D), Llama-3.1's scaling optional), so q·k depends on the positions' difference;
+  grouped-query attention (H_kv ≤ H heads of keys and values, each shared by H/H_kv queries; the cache keeps H_kv);
+  the SwiGLU MLP down(silu(gate(x)) · up(x)); options: q/k/v biases (Qwen2), an RMSNorm of each head's q and k
+  (Qwen3, with its own head width D), an untied lm_head. Names follow Hugging Face's inside attn and mlp.
+hf.py reads and writes Hugging Face's files of both; checkpoint.load_model is the entry point.
 
 Shape letters used in this repository (named once, here):
     B  prompts in a batch          G  completions per prompt (rows are N = B*G)
     P  prompt length after left padding
     T  completion length           V  vocabulary size
     L  tokens fed in one forward   S  keys attended to (cache + new tokens)
-    C  embedding width             H  heads, D = C // H head width
+    C  embedding width             H  heads, D head width (C // H unless the config sets it)
 
 Mask convention (the only one in the project): `mask` is a bool tensor, True for a real token and False for
 left padding. It is never derived from token ids, because the pad id and the EOS id are the same token.
@@ -35,6 +43,7 @@ Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 import math
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
@@ -46,6 +55,18 @@ import torch.nn.functional as F
 # ----------------------------------------------------------------------------- tokenizer
 
 PROMPT = "Q: {question}\nA: "  # the default prompt template (the built-in task's); checkpoints store theirs
+# train.py and sample.py --prompt NAME: each instruct family's chat format for one user turn, ready for the answer, as
+# its chat template renders it with add_generation_prompt (Llama-3.1's system block with the dates is left out)
+TEMPLATES = {
+    "plain": PROMPT,
+    "qwen2.5": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+    "qwen3": "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",  # thinking left on
+    "llama3": "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{question}<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "smollm2": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+}
 # GPT-2's pre-tokenizer regex (tiktoken's "gpt2" uses an equivalent, faster spelling of it)
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -79,6 +100,56 @@ def frequent_words(texts, n=256):
     before them if any (as GPT-2's pattern splits them), two bytes or more; none holds a digit."""
     counts = Counter(w.encode() for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w]+", text))
     return sorted(sorted((w for w in counts if len(w) > 1), key=lambda w: (-counts[w], w))[:n])
+
+
+def stop_ids(config, enc, template=""):
+    """The ids that end a completion: the config's (a Hugging Face folder's generation_config.json), else the
+    tokenizer's <|endoftext|>. The first is EOS, which pads and which the warm start writes after a solution: the one
+    that closes a turn in `template` (<|im_end|>, <|eot_id|>) if any. Llama-3 has no <|endoftext|>: nothing assumes
+    it; its folder names <|end_of_text|>, <|eom_id|> and <|eot_id|>."""
+    if config.stop_ids:
+        ids = list(config.stop_ids)
+        closes = [
+            i for i in ids if i < enc.n_vocab and enc.decode_single_token_bytes(i).decode(errors="replace") in template
+        ]
+        return closes[:1] + [i for i in ids if i not in closes[:1]]
+    if "<|endoftext|>" not in enc.special_tokens_set:
+        raise ValueError(f"tokenizer {enc.name!r} has no <|endoftext|> and the model names no stop ids")
+    return [enc.eot_token]
+
+
+def encode_prompt(enc, template, question):
+    """Token ids of `template` with `question` in place of {question}. The template's own special tokens (a chat
+    format's <|im_start|>, <|eot_id|>) are specials; everything else, the question included, is plain text, so a
+    question holding "<|im_end|>" stays text. Runs of text between the template's specials are encoded whole (as
+    Hugging Face's tokenizers encode the text between added tokens): a template without specials is one run."""
+    before, _, after = template.partition("{question}")
+    specials = [s for s in enc.special_tokens_set if s in before or s in after]
+    split = (
+        re.compile("(" + "|".join(map(re.escape, sorted(specials, key=len, reverse=True))) + ")") if specials else None
+    )
+    pieces = []  # text runs and special tokens, in order; the question sits inside a text run
+    for part, is_template in ((before, True), (question, False), (after, True)):
+        chunks = split.split(part) if split and is_template else [part]
+        for i, chunk in enumerate(chunks):
+            if i % 2:  # a special token of the template
+                pieces.append((chunk, True))
+            elif pieces and not pieces[-1][1]:
+                pieces[-1] = (pieces[-1][0] + chunk, False)
+            else:
+                pieces.append((chunk, False))
+    ids = []
+    for text, special in pieces:
+        ids += [enc.encode_single_token(text)] if special else encode_text(enc, text)
+    return ids
+
+
+def encode_text(enc, text):
+    """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
+    tokenizer.json asks for it (Encoding "bpe+nfc", hf.tokenizer_from_json)."""
+    if enc.name == "bpe+nfc":
+        text = unicodedata.normalize("NFC", text)
+    return enc.encode(text, disallowed_special=())
 
 
 def left_pad(seqs, pad_id):
@@ -175,6 +246,29 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 256
     bias: bool = True  # GPT-2 has biases in Linear and LayerNorm
+    # "gpt2", or "llama": the Llama family's block (Llama-3, Qwen2/2.5, Qwen3, SmolLM2); the fields below are its own
+    arch: str = "gpt2"
+    n_kv_head: int = 0  # grouped-query attention: heads of keys and values, each shared by n_head / n_kv_head queries
+    head_dim: int = 0  # D; 0: n_embd // n_head (Qwen3 sets its own)
+    mlp_size: int = 0  # the SwiGLU MLP's inner width (intermediate_size)
+    norm_eps: float = 1e-6  # RMSNorm's ε (GPT-2's LayerNorm keeps 1e-5)
+    rope_theta: float = 10000.0  # RoPE's base θ
+    rope_scaling: dict | None = None  # Llama-3.1's "llama3" scaling: factor, low/high_freq_factor, original length
+    qkv_bias: bool = False  # biases on q, k and v only (Qwen2)
+    qk_norm: bool = False  # an RMSNorm over each head's q and k before RoPE (Qwen3)
+    tie_embeddings: bool = True  # lm_head shares wte's weight
+    stop_ids: tuple = ()  # the ids that end a completion, the first also pads; (): the tokenizer's <|endoftext|>
+
+    @property
+    def kv_heads(self):
+        return self.n_kv_head or self.n_head
+
+    @property
+    def head_size(self):
+        return self.head_dim or self.n_embd // self.n_head
+
+
+# ---------------- GPT-2's block: LayerNorm, learned absolute positions (wpe, in GPT.forward), GELU MLP
 
 
 class CausalSelfAttention(nn.Module):
@@ -185,7 +279,7 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
 
-    def forward(self, x, attn_mask, cache=None, layer=0):
+    def forward(self, x, attn_mask, rope=None, cache=None, layer=0):  # rope: None, GPT-2 adds positions to x instead
         N, L, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(N, L, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (N, H, L, D)
@@ -205,37 +299,137 @@ class MLP(nn.Module):
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
 
 
-class Block(nn.Module):
+# ---------------- the Llama family's block: RMSNorm, rotary positions (RoPE), grouped-query attention, SwiGLU MLP
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):  # w · x / sqrt(mean(x²) + ε), the division in float32
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope_frequencies(config):
+    """RoPE's angular frequencies (D/2,) float32: ω_j = θ^(-2j/D). Llama-3.1's "llama3" scaling divides the low ones
+    (wavelength 2π/ω above original/low_freq_factor) by `factor`, keeps the high ones (below original/high_freq_factor)
+    and blends linearly between them."""
+    D = config.head_size
+    inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, D, 2, dtype=torch.int64, device="cpu").float() / D)  # (D/2,)
+    s = config.rope_scaling
+    if not s:
+        return inv_freq
+    original = s["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq  # (D/2,)
+    smooth = (original / wavelen - s["low_freq_factor"]) / (s["high_freq_factor"] - s["low_freq_factor"])  # (D/2,)
+    blended = (1 - smooth) * inv_freq / s["factor"] + smooth * inv_freq  # (D/2,)
+    scaled = torch.where(wavelen > original / s["low_freq_factor"], inv_freq / s["factor"], inv_freq)  # (D/2,)
+    medium = (wavelen <= original / s["low_freq_factor"]) & (wavelen >= original / s["high_freq_factor"])  # (D/2,)
+    return torch.where(medium, blended, scaled)
+
+
+def rotate(x, cos, sin):
+    """RoPE: each pair (x_j, x_{j+D/2}) of x (N, H, L, D) turned by the angle pos·ω_j; cos, sin (N, 1, L, D)."""
+    half = x.shape[-1] // 2
+    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (N, H, L, D)
+    return x * cos + turned * sin
+
+
+class LlamaAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
+        self.n_head = config.n_head
+        self.n_kv_head = config.kv_heads
+        D = config.head_size
+        self.q_proj = nn.Linear(config.n_embd, config.n_head * D, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(config.n_embd, config.kv_heads * D, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(config.n_embd, config.kv_heads * D, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.n_head * D, config.n_embd, bias=False)
+        self.q_norm = RMSNorm(D, config.norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(D, config.norm_eps) if config.qk_norm else None
 
-    def forward(self, x, attn_mask, cache=None, layer=0):
-        x = x + self.attn(self.ln_1(x), attn_mask, cache, layer)
+    def forward(self, x, attn_mask, rope, cache=None, layer=0):  # rope: (cos, sin), each (N, 1, L, D)
+        N, L, C = x.shape
+        q = self.q_proj(x).view(N, L, self.n_head, -1)  # (N, L, H, D)
+        k = self.k_proj(x).view(N, L, self.n_kv_head, -1)  # (N, L, H_kv, D)
+        v = self.v_proj(x).view(N, L, self.n_kv_head, -1)  # (N, L, H_kv, D)
+        if self.q_norm is not None:  # Qwen3
+            q = self.q_norm(q)
+            k = self.k_norm(k)
+        q = rotate(q.transpose(1, 2), *rope)  # (N, H, L, D)
+        k = rotate(k.transpose(1, 2), *rope)  # (N, H_kv, L, D)
+        v = v.transpose(1, 2)  # (N, H_kv, L, D)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (N, H_kv, S, D): the cache keeps H_kv heads
+        group = self.n_head // self.n_kv_head  # queries per key/value head
+        k = k.repeat_interleave(group, dim=1)  # (N, H, S, D)
+        v = v.repeat_interleave(group, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (N, H, L, D), softmax(q·k / sqrt(D)) v
+        return self.o_proj(y.transpose(1, 2).reshape(N, L, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.n_embd, config.mlp_size, bias=False)
+        self.up_proj = nn.Linear(config.n_embd, config.mlp_size, bias=False)
+        self.down_proj = nn.Linear(config.mlp_size, config.n_embd, bias=False)
+
+    def forward(self, x):  # down(silu(gate(x)) · up(x))
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+# ---------------- the GPT: a stack of either block
+
+
+class Block(nn.Module):
+    """x + attn(norm(x)), then x + mlp(norm(x)): GPT-2's parts, or the Llama family's (config.arch)."""
+
+    def __init__(self, config):
+        super().__init__()
+        llama = config.arch == "llama"
+        C = config.n_embd
+        self.ln_1 = RMSNorm(C, config.norm_eps) if llama else nn.LayerNorm(C, bias=config.bias)
+        self.attn = LlamaAttention(config) if llama else CausalSelfAttention(config)
+        self.ln_2 = RMSNorm(C, config.norm_eps) if llama else nn.LayerNorm(C, bias=config.bias)
+        self.mlp = SwiGLU(config) if llama else MLP(config)
+
+    def forward(self, x, attn_mask, rope=None, cache=None, layer=0):
+        x = x + self.attn(self.ln_1(x), attn_mask, rope, cache, layer)
         return x + self.mlp(self.ln_2(x))
+
+
+RESIDUAL_OUT = ("c_proj.weight", "o_proj.weight", "down_proj.weight")  # the projections into the residual stream
 
 
 class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
+        if config.arch not in ("gpt2", "llama"):
+            raise ValueError(f"unknown arch {config.arch!r}; choose 'gpt2' or 'llama'")
         self.config = config
-        self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(config.vocab_size, config.n_embd),
-                wpe=nn.Embedding(config.block_size, config.n_embd),
-                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-                ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
-            )
+        llama = config.arch == "llama"
+        layers = dict(wte=nn.Embedding(config.vocab_size, config.n_embd))
+        if not llama:  # GPT-2 learns a vector per position; the Llama family rotates q and k instead (RoPE)
+            layers["wpe"] = nn.Embedding(config.block_size, config.n_embd)
+        layers["h"] = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        layers["ln_f"] = (
+            RMSNorm(config.n_embd, config.norm_eps) if llama else nn.LayerNorm(config.n_embd, bias=config.bias)
         )
+        self.transformer = nn.ModuleDict(layers)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
+        if config.tie_embeddings:
+            self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
+        if llama:  # not a parameter, not saved: computed from the config, on the host in float32
+            self.register_buffer("inv_freq", rope_frequencies(config).to(self.lm_head.weight.device), persistent=False)
         # GPT-2 init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * n_layer)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
+            if name.endswith(RESIDUAL_OUT):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     def _init_weights(self, module):
@@ -247,7 +441,7 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def num_params(self):
-        """Parameter count; the tied lm_head is counted once (as wte)."""
+        """Parameter count; a tied lm_head is counted once (as wte)."""
         return sum(p.numel() for p in self.parameters())
 
     def check_memory(self, device, rows, cols, micro_batch=0, ref=False):
@@ -255,16 +449,19 @@ class GPT(nn.Module):
         of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown).
 
         The need counted is a floor, not an estimate: float32 weights, gradients and AdamW's two moments (16 bytes a
-        parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (2·C a
-        position and layer, all rows at once) and what a backward keeps of one micro-batch (`micro_batch` rows, 0:
-        all): about 16·C a position and layer (the inputs of the linears, the GELU and attention) and the V logits,
-        every number at 2 bytes (bf16), the least either dtype stores. A run needs more: temporaries, the allocator's
-        slack, the evaluation's batch. So sizes that pass can still run out; the run then ends as the allocator says.
-        Returns the floor in bytes."""
+        parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (keys and
+        values, 2·H_kv·D a position and layer, all rows at once) and what a backward keeps of one micro-batch
+        (`micro_batch` rows, 0: all): at least the inputs of the linears, q, k, v and the attention's output, and two
+        MLP-wide tensors a position and layer (16·C for GPT-2), plus the V logits, every number at 2 bytes (bf16), the
+        least either dtype stores. A run needs more: temporaries, the allocator's slack, the evaluation's batch. So
+        sizes that pass can still run out; the run then ends as the allocator says. Returns the floor in bytes."""
         have = device_memory(device)
         c = self.config
         trained = min(micro_batch or rows, rows)  # rows in one forward/backward
-        activations = max(rows * 2 * c.n_layer * c.n_embd, trained * (16 * c.n_layer * c.n_embd + c.vocab_size))
+        D = c.head_size
+        mlp = c.mlp_size if c.arch == "llama" else 4 * c.n_embd
+        kept = 4 * c.n_embd + 2 * (c.n_head + c.kv_heads) * D + 2 * mlp  # a position and layer: 16·C for GPT-2
+        activations = max(rows * 2 * c.n_layer * c.kv_heads * D, trained * (kept * c.n_layer + c.vocab_size))
         need = 4 * self.num_params() * (5 if ref else 4) + 2 * cols * activations  # bytes
         if have is not None and need > have:
             raise torch.OutOfMemoryError(
@@ -308,9 +505,16 @@ class GPT(nn.Module):
         attn_mask = ((k_col <= q_col) & key_valid[:, None, :]) | (k_col == q_col)  # (N, L, S)
         attn_mask = attn_mask[:, None]  # (N, 1, L, S), broadcast over heads
 
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (N, L, C)
+        x = self.transformer.wte(idx)  # (N, L, C)
+        rope = None
+        if self.config.arch == "gpt2":
+            x = x + self.transformer.wpe(pos)  # (N, L, C)
+        else:
+            angles = pos[..., None].float() * self.inv_freq  # (N, L, D/2) pos·ω_j, in float32
+            angles = torch.cat((angles, angles), dim=-1)[:, None]  # (N, 1, L, D)
+            rope = (angles.cos(), angles.sin())
         for i, block in enumerate(self.transformer.h):
-            x = block(x, attn_mask, cache, i)
+            x = block(x, attn_mask, rope, cache, i)
         return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)
 
 

@@ -132,10 +132,12 @@ class Rollout:
 
 
 def completions_text(rollout, enc):
-    """Each completion decoded up to, not including, its first EOS (bad UTF-8 -> U+FFFD)."""
+    """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id past the
+    tokenizer (a row of an embedding padded past it, as Qwen's) decodes to nothing."""
     texts = []
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
-        texts.append(enc.decode(ids[: n if trunc else n - 1], errors="replace"))
+        known = [i for i in ids[: n if trunc else n - 1] if i < enc.n_vocab]
+        texts.append(enc.decode(known, errors="replace"))
     return texts
 
 
@@ -216,17 +218,28 @@ def _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, 
 
 @torch.no_grad()
 def generate(
-    model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None, decode="plain"
+    model,
+    prompts,
+    G,
+    max_new_tokens,
+    temperature=1.0,
+    top_k=None,
+    eos_id=256,
+    generator=None,
+    decode="plain",
+    stop_ids=None,
 ):
     """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
 
     temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
-    all); eos_id ends a completion and pads the prompts; generator (a seeded torch.Generator on the model's device)
+    all); eos_id pads the prompts and a finished row, and ends a completion, as does any of stop_ids (None: eos_id
+    alone; a chat model stops at <|im_end|> or <|eot_id|> too: model.stop_ids); generator (a seeded torch.Generator on the model's device)
     makes the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module
     docstring). The caller may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G
+    stops = torch.tensor(stop_ids or [eos_id], device=device)  # (n_stops,) ids that end a completion
 
     # left-pad the B prompts and prefill them once
     idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
@@ -249,7 +262,7 @@ def generate(
             toks.append(tok)
             logps.append(logp)
             alive.append(~finished)  # (N,) this step's token counts: the row had not finished before it
-            finished = finished | (tok == eos_id)
+            finished = finished | torch.isin(tok, stops)
             if t == max_new_tokens - 1 or bool(finished.all()):  # the one host sync per step
                 break
             logits = model(tok[:, None], cache=cache)[:, -1]  # (N, V)
@@ -258,7 +271,7 @@ def generate(
         alive = torch.stack(alive, 1)  # (N, T)
     else:
         completion, logp, alive, finished = decode_static(
-            model, cache, logits, max_new_tokens, temperature, top_k, eos_id, generator, graph=decode == "graph"
+            model, cache, logits, max_new_tokens, temperature, top_k, eos_id, stops, generator, graph=decode == "graph"
         )
 
     tokens = torch.cat([idx.repeat_interleave(G, dim=0), completion], dim=1)  # (N, P+T)
@@ -271,7 +284,7 @@ SYNC_EVERY = 8  # steps per "all finished?" check (a wait for the device); up to
 GRAPH_WARMUP = 2  # steps run eagerly on a side stream before capture, which CUDA graphs require
 
 
-def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_id, generator, graph=False):
+def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_id, stops, generator, graph=False):
     """The plain loop's steps with fixed shapes, on a static cache already prefilled and repeated to N rows.
 
     logits (N, V) predict the first new token. Returns completion (N, T) long, logprobs (N, T)
@@ -294,7 +307,7 @@ def decode_static(model, cache, logits, max_new_tokens, temperature, top_k, eos_
         toks.index_copy_(1, t, tok[:, None])
         logps.index_copy_(1, t, logp[:, None])
         alive.index_copy_(1, t, ~finished[:, None])
-        finished.logical_or_(tok == eos_id)
+        finished.logical_or_(torch.isin(tok, stops))
         logits.copy_(model(tok[:, None], cache=cache)[:, -1])  # the next step's (unused after the last step)
         t.add_(1)
 
@@ -436,7 +449,18 @@ def rollout_stats(right, lengths, truncated):
 
 @torch.no_grad()
 def evaluate(
-    model, prompts, golds, G, max_new_tokens, enc, temperature=1.0, eos_id=256, batch=64, generator=None, decode="plain"
+    model,
+    prompts,
+    golds,
+    G,
+    max_new_tokens,
+    enc,
+    temperature=1.0,
+    eos_id=256,
+    batch=64,
+    generator=None,
+    decode="plain",
+    stop_ids=None,
 ):
     """A policy on held-out problems (prompts as token lists, and their gold answers): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
@@ -448,8 +472,9 @@ def evaluate(
     samples = []  # G sampled answers per problem
     for i in range(0, len(prompts), batch):
         chunk = prompts[i : i + batch]
-        greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
-        roll = generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id, generator=generator, decode=decode)
+        ends = dict(eos_id=eos_id, stop_ids=stop_ids, decode=decode)
+        greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, **ends), enc)
+        roll = generate(model, chunk, G, max_new_tokens, temperature, generator=generator, **ends)
         samples += completions_text(roll, enc)
     greedy_right = reward.correct(greedy, golds)  # (n,) bool
     acc = greedy_right.float().mean().item()
@@ -463,6 +488,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     import sys
 
     from checkpoint import LoadError, load_model
+    from model import TEMPLATES, encode_prompt, stop_ids
 
     about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
     p = argparse.ArgumentParser(description=about)
@@ -474,6 +500,9 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     p.add_argument("--top_k", type=int, default=None, help="sample among the k most likely tokens only")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sampling generator")
     p.add_argument("--device", default=best_device(), help="cuda, mps or cpu")
+    p.add_argument(
+        "--prompt", help=f"a template holding {{question}}, or one of {', '.join(TEMPLATES)}; None: the file's"
+    )
     args = p.parse_args()
     try:
         device = torch.device(args.device)
@@ -485,11 +514,16 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         sys.exit(f"error: --device {args.device}: torch {torch.__version__} sees {n} such device(s); use {use}")
     try:
         model, enc, prompt = load_model(args.ckpt, device=device)
-        # disallowed_special=(): a special token's text in a question, such as <|endoftext|>, is plain text
-        prompts = [enc.encode(prompt.format(question=q), disallowed_special=()) for q in args.question]
+        prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt
+        if "{question}" not in prompt:
+            raise ValueError(
+                f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor holds {{question}}"
+            )
+        prompts = [encode_prompt(enc, prompt, q) for q in args.question]  # a special token's text in q stays text
         T = max(1, min(args.max_new_tokens, model.config.block_size - max(map(len, prompts))))  # what fits
         gen = torch.Generator(device).manual_seed(args.seed)
-        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=enc.eot_token, generator=gen)
+        stops = stop_ids(model.config, enc, prompt)
+        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, stops[0], gen, stop_ids=stops)
     except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag or device: one line, no traceback
         sys.exit("error: " + " ".join(str(e).splitlines()))
     for i, text in enumerate(completions_text(roll, enc)):

@@ -32,7 +32,19 @@ import grpo
 import reward
 import sample
 from checkpoint import bounded, die
-from model import GPT, PROMPT, GPTConfig, best_device, bf16_supported, byte_tokenizer, frequent_words
+from model import (
+    GPT,
+    PROMPT,
+    TEMPLATES,
+    GPTConfig,
+    best_device,
+    bf16_supported,
+    byte_tokenizer,
+    encode_prompt,
+    encode_text,
+    frequent_words,
+    stop_ids,
+)
 
 # ---------------- config
 CUDA = torch.cuda.is_available()  # the sizes follow it
@@ -74,7 +86,8 @@ arg("--difficulty", type=bounded(int, 1, 20), default=2, help="built-in task: op
 arg("--teacher_slip", type=unit, default=0.6, help="built-in task: teacher's error rate")
 arg("--verbose", type=unit, default=0.0, help="built-in task: teacher's check lines")
 # model and warm start
-arg("--init_from", default="scratch", help="scratch, resume, a checkpoint, or GPT-2's files")
+arg("--init_from", default="scratch", help="scratch, resume, a checkpoint, or a Hugging Face folder")
+arg("--prompt", help=f"template with {{question}}, or {', '.join(TEMPLATES)}; None: the file's")
 arg("--sft_steps", type=bounded(int, 0, 10**8), help="None: 3000 on CUDA, else 1500; 0 from a file")
 arg("--sft_lr", type=rate, help="peak; None: 2e-3 on CUDA, else 3e-3; 3e-5 from a file")
 arg("--sft_batch", type=count, default=64 if CUDA else 48, help="warm-start rows")
@@ -137,20 +150,26 @@ if scratch:  # tokens: bytes and the task's words
     prompt = PROMPT
     shape = dict(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
-else:  # a checkpoint or GPT-2's files, with its tokenizer and template
+else:  # a checkpoint or a Hugging Face folder, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
+prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt  # --prompt: a family's chat format, or your own
+if "{question}" not in prompt:
+    die(f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor a template holding {{question}}")
 model = model.to(device)
-EOS = enc.eot_token
+STOPS = stop_ids(model.config, enc, prompt)  # the ids that end a completion; EOS = STOPS[0] pads and ends solutions
+EOS = STOPS[0]
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
 fwd = torch.compile(model) if args.compile else model  # the training forward
 sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
+sampling["stop_ids"] = STOPS
 
 
-def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in them is text
-    q = enc.encode(prompt.format(question=pb.question), disallowed_special=())
-    a = enc.encode(pb.solution, disallowed_special=())
+def encode(pb):  # (prompt, solution + EOS) token ids; a special token's text in a question or solution is text
+    q = encode_prompt(enc, prompt, pb.question)
+    a = encode_text(enc, pb.solution)
     if len(q) + max(args.max_new_tokens, len(a) + 1) > model.config.block_size:
-        die(f"{pb.question[:30]!r}...: needs more than --block_size {model.config.block_size} tokens")
+        fix = "raise --block_size" if scratch else "shorten it or lower --max_new_tokens"
+        die(f"{pb.question[:30]!r}...: needs more than the model's {model.config.block_size} positions; {fix}")
     return q, a + [EOS]
 
 

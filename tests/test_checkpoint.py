@@ -24,7 +24,6 @@ import tiktoken
 import torch
 import torch.nn.functional as F
 
-import checkpoint
 import hf
 from checkpoint import (
     TRAIN_KEYS,

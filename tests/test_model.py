@@ -15,6 +15,14 @@ from model import GPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
+LLAMA = dict(block_size=64, vocab_size=257, n_layer=2, n_head=4, n_embd=32, arch="llama", mlp_size=48, bias=False)
+SCALING = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=16)
+CONFIGS = {  # GPT-2's block, and the Llama family's shapes (tests/test_hf.py checks them against their formulas)
+    "gpt2": CFG,
+    "qwen2": GPTConfig(**LLAMA, n_kv_head=2, qkv_bias=True, rope_theta=1e6),
+    "qwen3": GPTConfig(**LLAMA, n_kv_head=2, head_dim=16, qk_norm=True),
+    "llama3": GPTConfig(**LLAMA, n_kv_head=1, rope_scaling=SCALING, tie_embeddings=False),
+}
 
 
 def tiny(seed=0, cfg=CFG):
@@ -22,8 +30,9 @@ def tiny(seed=0, cfg=CFG):
     return GPT(cfg).eval()
 
 
-def test_causality():
-    model = tiny()
+@pytest.mark.parametrize("arch", CONFIGS)
+def test_causality(arch):
+    model = tiny(cfg=CONFIGS[arch])
     idx = torch.randint(0, 256, (2, 12))
     changed = idx.clone()
     changed[:, 8] = (changed[:, 8] + 1) % 256
@@ -33,8 +42,9 @@ def test_causality():
     assert (a[:, 8:] - b[:, 8:]).abs().max() > 1e-4  # the change is visible from position 8 on
 
 
-def test_left_padding_gives_the_logits_of_the_sequence_alone():
-    model = tiny()
+@pytest.mark.parametrize("arch", CONFIGS)
+def test_left_padding_gives_the_logits_of_the_sequence_alone(arch):
+    model = tiny(cfg=CONFIGS[arch])
     g = torch.Generator().manual_seed(1)
     seqs = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (5, 11, 8)]
     idx, mask = left_pad(seqs, 256)
@@ -48,9 +58,10 @@ def test_left_padding_gives_the_logits_of_the_sequence_alone():
     assert (unmasked[0, -5:] - batched[0, -5:]).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("arch", CONFIGS)
 @pytest.mark.parametrize("static", [False, True])
-def test_kv_cache_matches_full_forward_on_left_padded_batch(static, device):
-    model = tiny().to(device)
+def test_kv_cache_matches_full_forward_on_left_padded_batch(static, device, arch):
+    model = tiny(cfg=CONFIGS[arch]).to(device)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (3, 9, 6)]
     idx, mask = left_pad(prompts, 256)
@@ -68,9 +79,10 @@ def test_kv_cache_matches_full_forward_on_left_padded_batch(static, device):
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("arch", CONFIGS)
 @pytest.mark.parametrize("static", [False, True])
-def test_cache_repeat_interleave_matches_repeated_prompts(static):
-    model = tiny()
+def test_cache_repeat_interleave_matches_repeated_prompts(static, arch):
+    model = tiny(cfg=CONFIGS[arch])
     idx, mask = left_pad([[1, 2, 3], [4, 5, 6, 7, 8]], 256)
     G = 3
     with torch.no_grad():
@@ -207,11 +219,30 @@ def test_tiny_model_overfits_one_batch():
     assert losses[-1] < 0.2 * losses[0]
 
 
+def test_parameter_count_of_the_llama_family_matches_hand_count():
+    C, H, H_kv, D, M, V, nl = 32, 4, 1, 16, 48, 257, 2  # llama3 above: GQA with one key/value head, D set apart from C
+    attn = C * H * D + 2 * C * H_kv * D + H * D * C  # q, k, v, o: no biases
+    per_layer = C + attn + C + 3 * C * M  # RMSNorm, attention, RMSNorm, SwiGLU's gate, up and down
+    expected = V * C + nl * per_layer + C + C * V  # no wpe; an untied lm_head of its own
+    config = GPTConfig(**{**LLAMA, "head_dim": D}, n_kv_head=H_kv, tie_embeddings=False)
+    assert GPT(config).num_params() == expected
+    qwen2 = GPT(CONFIGS["qwen2"])  # tied, and q/k/v biases; kv heads of 2
+    assert qwen2.num_params() == V * C + nl * (2 * C + C * 32 + 2 * C * 16 + 32 + 2 * 16 + 32 * C + 3 * C * M) + C
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in kB on Linux only")
-def test_check_memory_is_a_floor_of_what_a_step_takes(monkeypatch):
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(vocab_size=257, block_size=128, n_layer=2, n_head=2, n_embd=128),
+        dict(vocab_size=257, block_size=128, n_layer=2, n_head=4, n_embd=128, arch="llama", n_kv_head=1, mlp_size=384),
+    ],
+    ids=["gpt2", "llama"],
+)
+def test_check_memory_is_a_floor_of_what_a_step_takes(monkeypatch, shape):
     """check_memory's need is a floor: one real training step of those sizes (forward, backward, AdamW, in a process
     of its own) grows the resident memory by more; and a device with less than the floor is refused in words."""
-    rows, cols, shape = 256, 96, dict(vocab_size=257, block_size=128, n_layer=2, n_head=2, n_embd=128)
+    rows, cols = 256, 96
     net = GPT(GPTConfig(**shape))
     need = net.check_memory("cpu", rows=rows, cols=cols)
     child = f"""

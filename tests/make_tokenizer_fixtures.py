@@ -1,0 +1,79 @@
+"""Make tests/data/tokenizers/: two small byte-level BPE tokenizer.json files in the shapes of Qwen2's and Llama-3's
+(their pre-tokenizer regexes, Qwen's NFC normalizer, each family's special tokens), trained on a few texts, and the
+ids Hugging Face's `tokenizers` gives a set of texts with each (expected_ids.json), which tests/test_hf.py compares
+with hf.tokenizer_from_json's. Run by hand where `tokenizers` is installed (not a dependency of nanogrpo):
+
+    python tests/make_tokenizer_fixtures.py
+"""
+
+import json
+import os
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tokenizers")
+QWEN_PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+LLAMA3_PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+FAMILIES = {
+    "qwen": (QWEN_PAT, True, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
+    "llama3": (
+        LLAMA3_PAT,
+        False,
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+    ),
+}
+TRAIN = [
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May.",
+    "How many clips did Natalia sell altogether in April and May? The answer is 72.",
+    "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting.",
+    "Betty is saving money for a new wallet which costs $100. She'll need 5 more; it's what we've said.",
+    "Q: Ann has 3 pens, gets 2 more. How many pens now?\nA: 3+2=5\n#### 5\n",
+    "Résumé: café, naïve, Ünïcödé — 日本語のテキスト, 中文文本, Ελληνικά, русский текст.\n\n\tIndented   spaces.",
+    "def f(x):\n    return x ** 2  # 12345 67890 3.14159 -42 1,000,000\n",
+]
+TEXTS = TRAIN + [
+    "",
+    " ",
+    "  leading",
+    "trailing  ",
+    "a\n\nb\r\nc",
+    "Tom's dog; they'll go. I'd've SAID 'S",
+    "12345678901234567890",
+    "x=1+2*3/4",
+    "$\\boxed{42}$",
+    "😀 emoji 👍🏽 mix",
+    "e\u0301 composed vs é",
+    "Å vs A\u030a",
+    "tabs\t\tand\u00a0nbsp",
+    "中文123abc",
+    "<|im_end|> as text",
+    "   \n   ",
+    "What's 7×8? It's 56.",
+    "Ünïcödé résumé naïve café",
+    "The quick brown fox jumps over the lazy dog " * 3,
+]
+
+
+def build(name, pattern, nfc, specials):
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC() if nfc else None
+    split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[]
+    )
+    tok.train_from_iterator(TRAIN * 20, trainer)
+    tok.add_special_tokens(specials)
+    tok.save(os.path.join(HERE, f"{name}.json"))
+    return {text: tok.encode(text, add_special_tokens=False).ids for text in TEXTS}
+
+
+if __name__ == "__main__":
+    os.makedirs(HERE, exist_ok=True)
+    expected = {name: build(name, *spec) for name, spec in FAMILIES.items()}
+    with open(os.path.join(HERE, "expected_ids.json"), "w", encoding="utf-8") as f:
+        json.dump(expected, f, ensure_ascii=False, indent=0)
+    print({name: len(ids) for name, ids in expected.items()})

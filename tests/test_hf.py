@@ -1,0 +1,383 @@
+"""hf.py and model.py's Llama family: RoPE (with Llama-3.1's scaling), grouped-query attention and RMSNorm against
+their formulas; tiny random Qwen2-, Qwen3-, Llama-3- and SmolLM2-shaped models written here in Hugging Face's layout
+(float32 or bf16, one file or shards, an embedding padded past the tokenizer, RoPE spelled both ways) and read back by
+checkpoint.load_model to the same logits; tokenizer.json -> tiktoken against ids that Hugging Face's `tokenizers` gave
+(tests/data/tokenizers, made by tests/make_tokenizer_fixtures.py); a chat template's specials; stop ids; what is out
+of scope refused in one line; and train.py from such a folder. tests/check_hf.py compares with transformers by hand."""
+
+import dataclasses
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import hf
+from checkpoint import load_checkpoint, load_model, save_checkpoint
+from hf import LLAMA_NAMES, LoadError, tokenizer_from_json, write_safetensors
+from model import (
+    GPT,
+    TEMPLATES,
+    GPTConfig,
+    RMSNorm,
+    encode_prompt,
+    encode_text,
+    left_pad,
+    rope_frequencies,
+    rotate,
+    stop_ids,
+)
+from sample import completions_text, generate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "data", "tokenizers")
+SCALING = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=32)
+LLAMA = dict(arch="llama", bias=False, block_size=96, n_layer=2, n_head=4, n_embd=64, mlp_size=112, vocab_size=576)
+FAMILIES = {  # model_type, GPTConfig, the tokenizer fixture, and its stop ids (generation_config.json)
+    "qwen2": ("qwen2", GPTConfig(**LLAMA, n_kv_head=2, qkv_bias=True, rope_theta=1e6), "qwen", [540, 542]),
+    "qwen3": ("qwen3", GPTConfig(**LLAMA, n_kv_head=2, head_dim=32, qk_norm=True, rope_theta=1e6), "qwen", [542]),
+    "llama3": (
+        "llama",
+        GPTConfig(**LLAMA, n_kv_head=1, rope_theta=5e5, rope_scaling=SCALING, tie_embeddings=False),
+        "llama3",
+        [557, 560],
+    ),
+    "smollm2": ("llama", GPTConfig(**LLAMA, n_kv_head=4, rope_theta=1e5, norm_eps=1e-5), "qwen", [540]),
+}
+
+
+def random_model(config, seed=0):
+    """A model of `config` whose every weight is random, norms and biases included."""
+    torch.manual_seed(seed)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+def hf_names(state, tied):
+    """model.py's names -> Hugging Face's (LLAMA_NAMES read backwards); a tied lm_head is not stored."""
+    out = {}
+    for ours, t in state.items():
+        if ours == "lm_head.weight" and tied:
+            continue
+        for theirs, mine in LLAMA_NAMES:
+            pattern = re.escape(mine).replace(re.escape(r"\1"), r"(\d+)").replace(re.escape(r"\2"), r"(.+)")
+            m = re.fullmatch(pattern, ours)
+            if m:
+                name = theirs.replace(r"(\d+)", m.group(1)) if m.groups() else theirs
+                if len(m.groups()) > 1:
+                    name = re.sub(r"\(.*\)$", m.group(2), name)
+                out[name.replace("\\.", ".")] = t
+                break
+        else:
+            raise AssertionError(ours)
+    return out
+
+
+def write_folder(folder, name, model, *, dtype=torch.float32, shards=1, spelling="rope_theta"):
+    """Write `model` as Hugging Face writes a family's folder: config.json, weights (maybe sharded, maybe bf16),
+    generation_config.json with the stop ids, the tokenizer fixture as tokenizer.json."""
+    kind, config, tokenizer, stops = FAMILIES[name]
+    os.makedirs(folder, exist_ok=True)
+    c = model.config
+    hf_cfg = dict(model_type=kind, hidden_size=c.n_embd, intermediate_size=c.mlp_size, num_hidden_layers=c.n_layer)
+    hf_cfg |= dict(num_attention_heads=c.n_head, num_key_value_heads=c.kv_heads, rms_norm_eps=c.norm_eps)
+    hf_cfg |= dict(vocab_size=c.vocab_size, max_position_embeddings=c.block_size, hidden_act="silu")
+    hf_cfg |= dict(
+        tie_word_embeddings=c.tie_embeddings, torch_dtype="bfloat16" if dtype == torch.bfloat16 else "float32"
+    )
+    if kind == "qwen3":
+        hf_cfg["head_dim"] = c.head_size
+    scaling = dict(rope_type="llama3", **c.rope_scaling) if c.rope_scaling else None
+    if spelling == "rope_theta":  # as the Hub's files have it
+        hf_cfg |= dict(rope_theta=c.rope_theta, rope_scaling=scaling)
+    else:  # as newer transformers writes it
+        hf_cfg["rope_parameters"] = (scaling or dict(rope_type="default")) | dict(rope_theta=c.rope_theta)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf_cfg, f)
+    with open(os.path.join(folder, "generation_config.json"), "w") as f:
+        json.dump(dict(eos_token_id=stops if len(stops) > 1 else stops[0]), f)
+    with open(os.path.join(FIXTURES, f"{tokenizer}.json"), encoding="utf-8") as src:
+        text = src.read()
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(text)
+    tensors = {k: v.to(dtype).contiguous() for k, v in hf_names(model.state_dict(), c.tie_embeddings).items()}
+    if shards == 1:
+        write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        return
+    names = sorted(tensors)
+    weight_map = {}
+    for s in range(shards):
+        file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[s::shards]}
+        write_safetensors(os.path.join(folder, file), part)
+        weight_map |= {n: file for n in part}
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump(dict(metadata={}, weight_map=weight_map), f)
+
+
+# ----------------------------------------------------------------------------- the formulas
+
+
+def test_rope_frequencies_follow_the_formula_and_llama3_scaling():
+    config = GPTConfig(**LLAMA, rope_theta=5e5, rope_scaling=SCALING)
+    D = config.head_size
+    plain = [5e5 ** (-2 * j / D) for j in range(D // 2)]
+    torch.testing.assert_close(rope_frequencies(GPTConfig(**LLAMA, rope_theta=5e5)), torch.tensor(plain))
+    scaled = []
+    for w in plain:  # Llama-3.1: long wavelengths slowed by the factor, short ones kept, a linear blend between
+        wavelength = 2 * math.pi / w
+        if wavelength < 32 / 4.0:
+            scaled.append(w)
+        elif wavelength > 32 / 1.0:
+            scaled.append(w / 8.0)
+        else:
+            smooth = (32 / wavelength - 1.0) / (4.0 - 1.0)
+            scaled.append((1 - smooth) * w / 8.0 + smooth * w)
+    got = rope_frequencies(config)
+    torch.testing.assert_close(got, torch.tensor(scaled))
+    assert got[0] == plain[0] and got[-1] < plain[-1] / 7  # both ends are reached: kept, and slowed
+
+
+def test_rotate_turns_each_pair_by_its_angle_so_scores_depend_on_the_distance():
+    D = 8
+    w = torch.tensor([1.0, 0.5, 0.1, 0.01])
+    x = torch.randn(1, 1, 1, D)
+    pos = torch.tensor(3.0)
+    angles = torch.cat([pos * w, pos * w])[None, None, None]  # (1, 1, 1, D)
+    got = rotate(x, angles.cos(), angles.sin())
+    z = torch.complex(x[..., : D // 2], x[..., D // 2 :]) * torch.exp(1j * pos * w)  # the pair as a complex number
+    torch.testing.assert_close(got, torch.cat([z.real, z.imag], dim=-1))
+
+    def score(i, j, q, k):  # q at position i, k at position j, after RoPE
+        a = torch.cat([i * w, i * w])
+        b = torch.cat([j * w, j * w])
+        return (rotate(q, a.cos(), a.sin()) * rotate(k, b.cos(), b.sin())).sum()
+
+    q = torch.randn(D)
+    k = torch.randn(D)
+    torch.testing.assert_close(score(5.0, 2.0, q, k), score(13.0, 10.0, q, k))
+
+
+def test_rms_norm_is_its_formula():
+    norm = RMSNorm(6, 1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.arange(1.0, 7.0))
+    x = torch.randn(3, 6)
+    torch.testing.assert_close(norm(x), torch.arange(1.0, 7.0) * x / torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-5))
+
+
+def test_grouped_query_attention_shares_each_key_value_head_among_its_queries():
+    config = FAMILIES["qwen2"][1]  # 4 query heads, 2 key/value heads
+    model = random_model(config)
+    attn = model.transformer.h[0].attn
+    x = torch.randn(1, 5, config.n_embd)
+    pos = torch.arange(5.0)[None]
+    angles = pos[..., None] * model.inv_freq
+    angles = torch.cat([angles, angles], -1)[:, None]  # (1, 1, 5, D)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()[None, None]
+    with torch.no_grad():
+        got = attn(x, causal, (angles.cos(), angles.sin()))
+        D = config.head_size
+        q = attn.q_proj(x).view(1, 5, 4, D).transpose(1, 2)
+        k = attn.k_proj(x).view(1, 5, 2, D).transpose(1, 2)
+        v = attn.v_proj(x).view(1, 5, 2, D).transpose(1, 2)
+        heads = []
+        for h in range(4):  # query head h reads key/value head h // 2
+            qh = rotate(q[:, h : h + 1], angles.cos(), angles.sin())
+            kh = rotate(k[:, h // 2 : h // 2 + 1], angles.cos(), angles.sin())
+            scores = (qh @ kh.transpose(-1, -2)) / math.sqrt(D)
+            heads.append(scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v[:, h // 2 : h // 2 + 1])
+        want = attn.o_proj(torch.cat(heads, 1).transpose(1, 2).reshape(1, 5, 4 * D))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- Hugging Face's folders
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_a_family_folder_loads_with_its_logits_tokenizer_and_stop_ids(tmp_path, name):
+    kind, config, tokenizer, stops = FAMILIES[name]
+    model = random_model(config)
+    spelling = "rope_parameters" if name in ("qwen3", "llama3") else "rope_theta"
+    write_folder(tmp_path / name, name, model, shards=2 if name == "llama3" else 1, spelling=spelling)
+    loaded, enc, prompt = load_model(tmp_path / name)
+    assert loaded.config == dataclasses.replace(config, head_dim=config.head_size, stop_ids=tuple(stops))
+    idx, mask = left_pad([[5, 9, 200, 17, 3], [7, 8], [570, 575, 1]], 0)  # 570+: rows past the tokenizer's ids
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(idx, mask), model(idx, mask), atol=0, rtol=0)
+    assert enc.name == ("bpe+nfc" if tokenizer == "qwen" else "bpe") and enc.n_vocab < config.vocab_size
+    assert stop_ids(loaded.config, enc) == stops
+
+
+def test_bf16_weights_load_as_their_float32_values(tmp_path):
+    model = random_model(FAMILIES["qwen2"][1])
+    write_folder(tmp_path / "q", "qwen2", model, dtype=torch.bfloat16)
+    loaded, _, _ = load_model(tmp_path / "q")
+    for k, t in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[k], t.to(torch.bfloat16).float()), k
+
+
+def test_a_missing_or_stale_shard_is_refused_in_one_line(tmp_path):
+    model = random_model(FAMILIES["qwen2"][1])
+    write_folder(tmp_path / "q", "qwen2", model, shards=3)
+    index = tmp_path / "q" / "model.safetensors.index.json"
+    good = index.read_text()
+    table = json.loads(good)
+    name = sorted(table["weight_map"])[0]
+    table["weight_map"][name] = "model-00002-of-00003.safetensors"  # the index points elsewhere
+    index.write_text(json.dumps(table))
+    with pytest.raises(LoadError, match="the index places elsewhere"):
+        load_model(tmp_path / "q")
+    index.write_text(good)
+    os.remove(tmp_path / "q" / "model-00002-of-00003.safetensors")
+    with pytest.raises(LoadError, match="No such file|no such file"):
+        load_model(tmp_path / "q")
+
+
+@pytest.mark.parametrize(
+    "change, found",
+    [
+        (dict(model_type="mistral"), "model_type 'mistral'"),
+        (dict(model_type="qwen2_moe"), "model_type 'qwen2_moe'"),
+        (dict(use_sliding_window=True), "use_sliding_window"),
+        (dict(layer_types=["full_attention", "sliding_attention"]), "sliding-window"),
+        (dict(rope_scaling=dict(rope_type="yarn", factor=4.0)), "RoPE scaling 'yarn'"),
+        (dict(hidden_act="gelu"), "hidden_act"),
+        (dict(attention_bias=True), "attention_bias"),
+        (dict(num_key_value_heads=3), "num_key_value_heads"),
+    ],
+)
+def test_what_is_out_of_scope_is_refused_in_one_line_naming_it(tmp_path, change, found):
+    write_folder(tmp_path / "m", "llama3", random_model(FAMILIES["llama3"][1]))
+    path = tmp_path / "m" / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | change))
+    with pytest.raises(LoadError) as e:
+        load_model(tmp_path / "m")
+    assert found in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_tokenizer_that_is_not_a_byte_level_bpe_with_a_split_is_refused(tmp_path):
+    tok = json.loads(open(os.path.join(FIXTURES, "qwen.json"), encoding="utf-8").read())
+    for broken, found in [
+        (dict(model=dict(type="WordPiece", vocab={})), "not a byte-level BPE"),
+        (dict(normalizer=dict(type="NFKC")), "normalizer is 'NFKC'"),
+        (dict(pre_tokenizer=dict(type="Metaspace")), "pre-tokenizer is ['Metaspace']"),
+    ]:
+        path = tmp_path / "tokenizer.json"
+        path.write_text(json.dumps(tok | broken))
+        with pytest.raises(LoadError, match=re.escape(found)):
+            tokenizer_from_json(path)
+
+
+# ----------------------------------------------------------------------------- tokenizers, templates, stops
+
+
+@pytest.mark.parametrize("name", ["qwen", "llama3"])
+def test_tokenizer_json_gives_the_ids_hugging_face_gave(name):
+    with open(os.path.join(FIXTURES, "expected_ids.json"), encoding="utf-8") as f:
+        expected = json.load(f)[name]
+    enc = tokenizer_from_json(os.path.join(FIXTURES, f"{name}.json"))
+    for text, ids in expected.items():
+        if any(s in text for s in enc.special_tokens_set):  # Hugging Face reads an added token's text as the token
+            text_ids = enc.encode(text, allowed_special="all")
+        else:
+            text_ids = encode_text(enc, text)
+        assert text_ids == ids, text
+    nfc = "café é" if name == "qwen" else "café e\u0301"  # Qwen's normalizer composes; Llama-3 has none
+    assert enc.decode(encode_text(enc, "café e\u0301")) == nfc
+
+
+def test_a_templates_specials_are_specials_and_a_questions_are_text():
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
+    ids = encode_prompt(enc, TEMPLATES["qwen3"], "Is <|im_end|> text? 7+5")
+    im_start = enc.encode_single_token("<|im_start|>")
+    im_end = enc.encode_single_token("<|im_end|>")
+    assert ids.count(im_start) == 2 and ids.count(im_end) == 1  # the template's, not the question's
+    assert enc.decode(ids) == TEMPLATES["qwen3"].format(question="Is <|im_end|> text? 7+5")
+    plain = encode_prompt(enc, "Q: {question}\nA: ", "Ann has 3 pens")  # no specials: one run, encoded whole
+    assert plain == encode_text(enc, "Q: Ann has 3 pens\nA: ")
+
+
+def test_a_completion_ends_at_the_first_of_its_stop_ids():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=20, n_layer=1, n_head=2, n_embd=16)).eval()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        model.transformer.ln_f.bias.copy_(torch.zeros(16))  # logits all 0: uniform over 20 tokens
+    g = torch.Generator().manual_seed(3)
+    roll = generate(model, [[1, 2, 3]], 64, 30, eos_id=19, generator=g, stop_ids=[19, 7, 11])
+    stopped = 0
+    for row, n, cut in zip(roll.completion.tolist(), roll.lengths.tolist(), roll.truncated.tolist()):
+        first = next((t for t, tok in enumerate(row) if tok in (19, 7, 11)), None)
+        assert cut == (first is None) and n == (30 if cut else first + 1)
+        stopped += row[n - 1] in (7, 11) if not cut else 0
+    assert stopped > 10  # the other stop ids end completions, not only eos_id
+    assert roll.completion_mask.sum().item() == roll.lengths.sum().item()
+
+
+def test_stop_ids_put_the_one_that_closes_the_templates_turn_first():
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
+    config = GPTConfig(**LLAMA, stop_ids=(540, 542))  # <|endoftext|>, <|im_end|>
+    assert stop_ids(config, enc) == [540, 542]
+    assert stop_ids(config, enc, TEMPLATES["qwen2.5"]) == [542, 540]  # <|im_end|> closes a turn there
+    llama = tokenizer_from_json(os.path.join(FIXTURES, "llama3.json"))  # no <|endoftext|>: nothing assumes it
+    with pytest.raises(ValueError, match="no <|endoftext|>"):
+        stop_ids(GPTConfig(**LLAMA), llama)
+
+
+# ----------------------------------------------------------------------------- checkpoints and train.py
+
+
+def test_a_checkpoint_keeps_the_tokenizer_json_and_stop_ids(tmp_path):
+    write_folder(tmp_path / "m", "llama3", random_model(FAMILIES["llama3"][1]))
+    model, enc, prompt = load_model(tmp_path / "m")
+    save_checkpoint(tmp_path / "c.pt", model, enc, TEMPLATES["llama3"])
+    again, enc2, prompt2 = load_model(tmp_path / "c.pt")
+    text = "Ünïcödé 12345 <|eot_id|>"
+    assert enc2.name == enc.name and encode_text(enc2, text) == encode_text(enc, text)
+    assert enc2.special_tokens_set == enc.special_tokens_set and prompt2 == TEMPLATES["llama3"]
+    assert again.config == model.config and stop_ids(again.config, enc2, prompt2) == [560, 557]
+    idx = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.equal(again(idx), model(idx))
+    assert load_checkpoint(tmp_path / "c.pt")["tokenizer_pattern"] == enc._pat_str
+
+
+def test_train_runs_from_a_qwen_folder_with_its_chat_template_and_samples_from_its_checkpoint(tmp_path):
+    config = dataclasses.replace(FAMILIES["qwen2"][1], block_size=1024)  # GSM8K's questions are long in 600 tokens
+    write_folder(tmp_path / "qwen", "qwen2", random_model(config))
+    out = tmp_path / "out"
+    data = os.path.join(ROOT, "tests", "data", "gsm8k_sample.jsonl")
+    flags = ["--init_from", str(tmp_path / "qwen"), "--data", data, "--prompt", "qwen2.5", "--steps", "2"]
+    flags += ["--sft_steps", "2", "--sft_batch", "2", "--batch_prompts", "2", "--G", "2", "--max_new_tokens", "8"]
+    flags += ["--eval_size", "2", "--eval_every", "2", "--device", "cpu", "--out_dir", str(out)]
+    run = subprocess.run([sys.executable, "train.py", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr
+    records = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2]
+    model, enc, prompt = load_model(out / "ckpt.pt")
+    assert prompt == TEMPLATES["qwen2.5"] and model.config.arch == "llama" and model.config.stop_ids == (540, 542)
+    cmd = [sys.executable, "sample.py", "--ckpt", str(out / "ckpt.pt"), "--G", "2", "--max_new_tokens", "6"]
+    sampled = subprocess.run(
+        [*cmd, "--device", "cpu", "How many?"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert sampled.returncode == 0 and sampled.stdout.count("--- sample") == 2, sampled.stderr
+
+
+def test_the_default_template_of_a_model_without_one_still_reads_the_questions():
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
+    roll = generate(
+        random_model(FAMILIES["qwen2"][1]), [encode_prompt(enc, TEMPLATES["plain"], "2+2?")], 2, 5, eos_id=540
+    )
+    assert len(completions_text(roll, enc)) == 2  # ids 543..575, past the tokenizer, decode to nothing
+
+
+def test_hf_folder_helpers_are_exposed():
+    assert hf.model_type(ROOT) == "gpt2"  # no config.json here: GPT-2's layout, as before
