@@ -357,6 +357,18 @@ def llama_config(hf, cfg_path):
     )
 
 
+def llama_tensors(model):
+    """{Hugging Face's name: tensor} of a Llama-family model, LLAMA_NAMES backwards; a tied lm_head is not stored."""
+    out = {}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight" and model.config.tie_embeddings:
+            continue
+        theirs = name.replace("transformer.wte.", "model.embed_tokens.").replace("transformer.ln_f.", "model.norm.")
+        theirs = theirs.replace("transformer.h.", "model.layers.").replace(".attn.", ".self_attn.")
+        out[theirs.replace(".ln_1.", ".input_layernorm.").replace(".ln_2.", ".post_attention_layernorm.")] = t
+    return out
+
+
 def llama_weights(tensors, config, path):
     """The state dict of Llama-family tensors in Hugging Face's names, checked against `config`'s shapes."""
     with torch.device("meta"):  # shapes only: nothing allocated yet

@@ -7,16 +7,18 @@
 #
 # OUT_DIR gets log.txt (everything printed), summary.txt (the summary, printed last), tests.xml,
 # bench.txt, train.txt and run/ (the training run's out_dir: metrics.jsonl, checkpoints).
-# Each part has a time budget in seconds, all under 6 minutes together; a part that fails or runs out of
+# Each part has a time budget in seconds, all under 8 minutes together; a part that fails or runs out of
 # time is reported as such (a training run stopped by its budget saves and keeps its metrics), and the
 # next part still runs. Settings, from the environment:
 #     PYTHON        the interpreter (python3)
 #     TEST_BUDGET   140   python -m pytest -q $PYTEST_ARGS (PYTEST_ARGS: none, the whole suite)
 #     BENCH_BUDGET   40   tests/bench_sample.py --device cuda --B 64 --G 8 --new_tokens 128
 #     TRAIN_BUDGET  160   python train.py --G 8 --beta 0.04 --out_dir OUT_DIR/run $TRAIN_FLAGS
+#     LLAMA_BUDGET  120   tests/bench_llama.py: one GRPO step of a Qwen2.5-0.5B-shaped model, random weights, in
+#                         OUT_DIR/llama (B 64, G 8, 512 new tokens, bf16, --micro_batch $LLAMA_MICRO, default 64)
 #     TRAIN_FLAGS         extra flags for that run (none)
 #     EXTRA_FLAGS         if set, a second run with these flags too, in OUT_DIR/run2, e.g. "--decode graph"
-#     EXTRA_BUDGET   60   its time budget (add it to the 6 minutes)
+#     EXTRA_BUDGET   60   its time budget (add it to the 8 minutes)
 set -u
 OUT=${1:-${OUT:-}}
 if [ -z "$OUT" ]; then
@@ -70,6 +72,8 @@ part bench "${BENCH_BUDGET:-40}" "$PY" tests/bench_sample.py --device "$DEVICE" 
 rm -rf "$OUT/run"
 # shellcheck disable=SC2086  # TRAIN_FLAGS is a list of flags
 part train "${TRAIN_BUDGET:-160}" "$PY" train.py --G 8 --beta 0.04 --out_dir "$OUT/run" ${TRAIN_FLAGS:-}
+part llama "${LLAMA_BUDGET:-120}" "$PY" tests/bench_llama.py --out "$OUT/llama" --device "$DEVICE" \
+    --micro_batch "${LLAMA_MICRO:-64}"
 if [ -n "${EXTRA_FLAGS:-}" ]; then
     rm -rf "$OUT/run2"
     # shellcheck disable=SC2086
@@ -78,6 +82,7 @@ fi
 
 # ------------------------------------------------------------------ the summary
 OUT="$OUT" STATUS_TESTS="$STATUS_tests" STATUS_BENCH="$STATUS_bench" STATUS_TRAIN="$STATUS_train" \
+STATUS_LLAMA="$STATUS_llama" \
 STATUS_EXTRA="${STATUS_extra:-}" EXTRA_FLAGS="${EXTRA_FLAGS:-}" TRAIN_FLAGS="${TRAIN_FLAGS:-}" \
 "$PY" - > "$OUT/summary.txt" 2>&1 <<'EOF'
 import json, os, re
@@ -151,10 +156,14 @@ def run_report(label, status, flags, run_dir):
 
 
 run_report("training", os.environ["STATUS_TRAIN"], os.environ["TRAIN_FLAGS"], "run")
+print(f"Qwen2.5-0.5B-shaped GRPO step (tests/bench_llama.py): {os.environ['STATUS_LLAMA']}")
+for ln in text("llama.txt").splitlines():
+    if ln.startswith("{") or ln.startswith("wrote"):
+        print("  " + ln)
 if os.environ["EXTRA_FLAGS"]:
     run_report("second run", os.environ["STATUS_EXTRA"], os.environ["EXTRA_FLAGS"], "run2")
 for name, status in [("tests", "STATUS_TESTS"), ("bench", "STATUS_BENCH"), ("train", "STATUS_TRAIN"),
-                     ("extra", "STATUS_EXTRA")]:
+                     ("llama", "STATUS_LLAMA"), ("extra", "STATUS_EXTRA")]:
     if os.environ[status] and not os.environ[status].startswith("ok"):
         print(f"{name} ended: " + " / ".join(ln[:150] for ln in text(name + ".txt").splitlines()[-3:]))
 EOF
