@@ -532,6 +532,8 @@ def export(model, enc, prompt, folder):
     if others:  # an earlier export is replaced whole; any other file is the user's
         raise LoadError(f"{folder} holds {others[0]!r}, not written by an export; give a new or empty folder")
     cfg = model.config
+    if cfg.arch != "gpt2":  # its own folder (config.json, tokenizer.json) stays what transformers reads
+        raise LoadError("export writes GPT-2's layout; a Llama-family model is not exported: use its own folder")
     if not cfg.bias:
         raise LoadError("this model has no biases and GPT-2 has; it cannot be exported as GPT-2")
     tensors = {}  # GPT2LMHeadModel's own names; lm_head.weight is wte.weight (tied): not stored, as transformers does

@@ -64,7 +64,7 @@ def main():
     p.add_argument("--B", type=int, default=64)
     p.add_argument("--G", type=int, default=8)
     p.add_argument("--new_tokens", type=int, default=512)
-    p.add_argument("--micro_batch", type=int, default=64, help="rows per forward/backward in the training step")
+    p.add_argument("--micro_batch", type=int, default=16, help="rows per forward/backward in the training step")
     args = p.parse_args()
     if args.tiny:
         args.B, args.G, args.new_tokens, args.micro_batch = 2, 2, 16, 2

@@ -15,7 +15,7 @@
 #     BENCH_BUDGET   40   tests/bench_sample.py --device cuda --B 64 --G 8 --new_tokens 128
 #     TRAIN_BUDGET  160   python train.py --G 8 --beta 0.04 --out_dir OUT_DIR/run $TRAIN_FLAGS
 #     LLAMA_BUDGET  120   tests/bench_llama.py: one GRPO step of a Qwen2.5-0.5B-shaped model, random weights, in
-#                         OUT_DIR/llama (B 64, G 8, 512 new tokens, bf16, --micro_batch $LLAMA_MICRO, default 64)
+#                         OUT_DIR/llama (B 64, G 8, 512 new tokens, bf16, --micro_batch $LLAMA_MICRO, default 16)
 #     TRAIN_FLAGS         extra flags for that run (none)
 #     EXTRA_FLAGS         if set, a second run with these flags too, in OUT_DIR/run2, e.g. "--decode graph"
 #     EXTRA_BUDGET   60   its time budget (add it to the 8 minutes)
@@ -73,7 +73,7 @@ rm -rf "$OUT/run"
 # shellcheck disable=SC2086  # TRAIN_FLAGS is a list of flags
 part train "${TRAIN_BUDGET:-160}" "$PY" train.py --G 8 --beta 0.04 --out_dir "$OUT/run" ${TRAIN_FLAGS:-}
 part llama "${LLAMA_BUDGET:-120}" "$PY" tests/bench_llama.py --out "$OUT/llama" --device "$DEVICE" \
-    --micro_batch "${LLAMA_MICRO:-64}"
+    --micro_batch "${LLAMA_MICRO:-16}"
 if [ -n "${EXTRA_FLAGS:-}" ]; then
     rm -rf "$OUT/run2"
     # shellcheck disable=SC2086

@@ -379,5 +379,9 @@ def test_the_default_template_of_a_model_without_one_still_reads_the_questions()
     assert len(completions_text(roll, enc)) == 2  # ids 543..575, past the tokenizer, decode to nothing
 
 
-def test_hf_folder_helpers_are_exposed():
-    assert hf.model_type(ROOT) == "gpt2"  # no config.json here: GPT-2's layout, as before
+def test_a_llama_family_model_is_not_exported_but_refused_in_one_line(tmp_path):
+    model = random_model(FAMILIES["qwen3"][1])
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
+    with pytest.raises(LoadError, match="a Llama-family model is not exported"):
+        hf.export(model, enc, TEMPLATES["qwen3"], tmp_path / "out")
+    assert not os.path.exists(tmp_path / "out")
