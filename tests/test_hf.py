@@ -350,21 +350,34 @@ def test_a_checkpoint_keeps_the_tokenizer_json_and_stop_ids(tmp_path):
     assert load_checkpoint(tmp_path / "c.pt")["tokenizer_pattern"] == enc._pat_str
 
 
-def test_train_runs_from_a_qwen_folder_with_its_chat_template_and_samples_from_its_checkpoint(tmp_path):
+def test_train_runs_from_a_qwen_folder_resumes_bit_for_bit_and_samples_from_its_checkpoint(tmp_path):
+    """Two steps from a Qwen2 folder with its chat template; the same run stopped after one step and resumed gives the
+    same log and weights; sample.py reads the checkpoint (tokenizer.json's ranks, pattern, specials, stop ids)."""
     config = dataclasses.replace(FAMILIES["qwen2"][1], block_size=1024)  # GSM8K's questions are long in 600 tokens
     write_folder(tmp_path / "qwen", "qwen2", random_model(config))
-    out = tmp_path / "out"
     data = os.path.join(ROOT, "tests", "data", "gsm8k_sample.jsonl")
-    flags = ["--init_from", str(tmp_path / "qwen"), "--data", data, "--prompt", "qwen2.5", "--steps", "2"]
-    flags += ["--sft_steps", "2", "--sft_batch", "2", "--batch_prompts", "2", "--G", "2", "--max_new_tokens", "8"]
-    flags += ["--eval_size", "2", "--eval_every", "2", "--device", "cpu", "--out_dir", str(out)]
-    run = subprocess.run([sys.executable, "train.py", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert run.returncode == 0, run.stderr
-    records = [json.loads(line) for line in open(out / "metrics.jsonl")]
-    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2]
-    model, enc, prompt = load_model(out / "ckpt.pt")
+    flags = ["--init_from", str(tmp_path / "qwen"), "--data", data, "--prompt", "qwen2.5", "--sft_steps", "2"]
+    flags += ["--sft_batch", "2", "--batch_prompts", "2", "--G", "2", "--max_new_tokens", "8", "--eval_size", "2"]
+    flags += ["--eval_every", "1", "--device", "cpu"]
+
+    def train(out, *more):
+        cmd = [sys.executable, "train.py", *flags, "--out_dir", str(out), *more]
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return [
+            {k: v for k, v in json.loads(line).items() if k not in ("dt", "tok_s")}
+            for line in open(out / "metrics.jsonl")
+        ]
+
+    whole = train(tmp_path / "a", "--steps", "2")
+    train(tmp_path / "b", "--steps", "1")
+    resumed = train(tmp_path / "b", "--init_from", "resume", "--steps", "2")
+    assert [r["step"] for r in whole if r["kind"] == "train"] == [1, 2] and resumed == whole
+    model, enc, prompt = load_model(tmp_path / "a" / "ckpt.pt")
+    again, _, _ = load_model(tmp_path / "b" / "ckpt.pt")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     assert prompt == TEMPLATES["qwen2.5"] and model.config.arch == "llama" and model.config.stop_ids == (540, 542)
-    cmd = [sys.executable, "sample.py", "--ckpt", str(out / "ckpt.pt"), "--G", "2", "--max_new_tokens", "6"]
+    cmd = [sys.executable, "sample.py", "--ckpt", str(tmp_path / "a" / "ckpt.pt"), "--G", "2", "--max_new_tokens", "6"]
     sampled = subprocess.run(
         [*cmd, "--device", "cpu", "How many?"], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
