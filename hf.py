@@ -410,11 +410,17 @@ def stop_ids(folder, vocab_size):
     return []
 
 
+# GPT-2's pattern after a split into single digits (SmolLM2's pre-tokenizer) as one regex: a digit alone, and a run of
+# spaces that ends at a digit is whole, as it ends its piece there (tests/test_hf.py checks it against `tokenizers`)
+DIGITS_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+
+
 def tokenizer_from_json(path):
     """A tiktoken.Encoding from Hugging Face's tokenizer.json of a byte-level BPE: its vocab's byte-level strings
     (gpt2_byte_chars) are the ranks, the pre-tokenizer's Split regex the pattern (GPT-2's for a ByteLevel one that
     splits by itself), its added tokens the specials. Refused in one line: another model than BPE, a normalizer
-    other than none or NFC, a pre-tokenizer other than [Split, ByteLevel] or ByteLevel alone. tiktoken has no
+    other than none or NFC, a pre-tokenizer other than [Split, ByteLevel], ByteLevel alone, or [Digits, ByteLevel]
+    (SmolLM2's: DIGITS_PAT). tiktoken has no
     normalizer: an NFC one names the Encoding "bpe+nfc", and model.encode_text applies it (Qwen's)."""
     tok = read_json(path, "download it again")
     model = tok.get("model") or {}
@@ -429,13 +435,17 @@ def tokenizer_from_json(path):
     kinds = [s.get("type") if isinstance(s, dict) else None for s in steps]
     if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
         pattern = GPT2_PAT
+    elif kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits") and steps[1].get("use_regex", True):
+        pattern = DIGITS_PAT  # SmolLM2's
     elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
         split = steps[0]
         pattern = (split.get("pattern") or {}).get("Regex")
         if not isinstance(pattern, str) or split.get("behavior") != "Isolated" or split.get("invert"):
             raise LoadError(f"{path}: its Split is not an isolating regex; nanogrpo reads only that kind")
     else:
-        raise LoadError(f"{path}: its pre-tokenizer is {kinds}; nanogrpo reads [Split, ByteLevel] or ByteLevel")
+        raise LoadError(
+            f"{path}: its pre-tokenizer is {kinds}; nanogrpo reads [Split, ByteLevel], [Digits, ByteLevel] or ByteLevel"
+        )
     byte_of = {c: b for b, c in gpt2_byte_chars().items()}
     ranks = {}
     for token, i in vocab.items():

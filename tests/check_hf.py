@@ -39,7 +39,7 @@ MODELS = {
         "llama3",
     ),
     "llama untied": (transformers.LlamaConfig, dict(tie_word_embeddings=False), "llama3"),
-    "smollm2": (transformers.LlamaConfig, dict(rope_theta=1e5, tie_word_embeddings=True, rms_norm_eps=1e-5), "qwen"),
+    "smollm2": (transformers.LlamaConfig, dict(rope_theta=1e5, tie_word_embeddings=True, rms_norm_eps=1e-5), "smollm2"),
 }
 
 
@@ -96,7 +96,7 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         for name, (config_class, extra, tokenizer) in MODELS.items():
             ok = check_model(name, config_class, extra, tokenizer, os.path.join(tmp, name.replace(" ", "_"))) and ok
-    for name in ("qwen", "llama3"):
-        ok = check_tokenizer(name) and ok
+    for name in ("qwen", "llama3", "smollm2"):
+        ok = check_tokenizer(name, 3000) and ok
     print(json.dumps({"all_equal": ok}))
     sys.exit(0 if ok else 1)

@@ -1,5 +1,6 @@
-"""Make tests/data/tokenizers/: two small byte-level BPE tokenizer.json files in the shapes of Qwen2's and Llama-3's
-(their pre-tokenizer regexes, Qwen's NFC normalizer, each family's special tokens), trained on a few texts, and the
+"""Make tests/data/tokenizers/: three small byte-level BPE tokenizer.json files in the shapes of Qwen2's, Llama-3's and
+SmolLM2's (their pre-tokenizers: a Split regex, or SmolLM2's single digits then GPT-2's regex; Qwen's NFC normalizer;
+each family's special tokens), trained on a few texts, and the
 ids Hugging Face's `tokenizers` gives a set of texts with each (expected_ids.json), which tests/test_hf.py compares
 with hf.tokenizer_from_json's. Run by hand where `tokenizers` is installed (not a dependency of nanogrpo):
 
@@ -21,6 +22,7 @@ FAMILIES = {
         False,
         ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
     ),
+    "smollm2": (None, False, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),  # Digits, then ByteLevel's own regex
 }
 TRAIN = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May.",
@@ -45,6 +47,9 @@ TEXTS = TRAIN + [
     "e\u0301 composed vs é",
     "Å vs A\u030a",
     "tabs\t\tand\u00a0nbsp",
+    "a  1",
+    "x 12  345\t6 7",
+    "1's 2nd ³ ½ Ⅻ",
     "中文123abc",
     "<|im_end|> as text",
     "   \n   ",
@@ -57,10 +62,13 @@ TEXTS = TRAIN + [
 def build(name, pattern, nfc, specials):
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC() if nfc else None
-    split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
-    )
+    if pattern is None:
+        digits = pre_tokenizers.Digits(individual_digits=True)
+        tok.pre_tokenizer = pre_tokenizers.Sequence([digits, pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    else:
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tok.pre_tokenizer = pre_tokenizers.Sequence([split, byte_level])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[]
