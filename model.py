@@ -446,7 +446,7 @@ class GPT(nn.Module):
 
     def check_memory(self, device, rows, cols, micro_batch=0, ref=False):
         """Raise torch.OutOfMemoryError, as the allocator would but before any work, when a GRPO step of `rows` rows
-        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown).
+        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown, or for device None).
 
         The need counted is a floor, not an estimate: float32 weights, gradients and AdamW's two moments (16 bytes a
         parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (keys and
@@ -455,7 +455,7 @@ class GPT(nn.Module):
         MLP-wide tensors a position and layer (16·C for GPT-2), plus the V logits, every number at 2 bytes (bf16), the
         least either dtype stores. A run needs more: temporaries, the allocator's slack, the evaluation's batch. So
         sizes that pass can still run out; the run then ends as the allocator says. Returns the floor in bytes."""
-        have = device_memory(device)
+        have = device_memory(device) if device is not None else None
         c = self.config
         trained = min(micro_batch or rows, rows)  # rows in one forward/backward
         D = c.head_size

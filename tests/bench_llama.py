@@ -5,6 +5,7 @@ written here: no download. Random weights rarely stop, so nearly every completio
 
     python tests/bench_llama.py --out OUT_DIR                  # on a GPU: B 64, G 8, 512 new tokens, bf16
     python tests/bench_llama.py --out OUT_DIR --tiny --device cpu   # the same path in seconds, sizes shrunk
+    python tests/bench_llama.py --floor                        # GPT.check_memory's floors for those sizes only
 """
 
 import argparse
@@ -58,14 +59,29 @@ def peak_gib(device):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True, help="a folder for the model and the run")
+    p.add_argument("--out", help="a folder for the model and the run")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="a small shape and batch: checks the path, measures nothing")
     p.add_argument("--B", type=int, default=64)
     p.add_argument("--G", type=int, default=8)
     p.add_argument("--new_tokens", type=int, default=512)
     p.add_argument("--micro_batch", type=int, default=16, help="rows per forward/backward in the training step")
+    p.add_argument("--floor", action="store_true", help="print check_memory's floors (prompts of 256 tokens) and stop")
     args = p.parse_args()
+    if args.floor:
+        config = dict(model_type="qwen2", hidden_act="silu", tie_word_embeddings=True, **QWEN25_05B)
+        with torch.device("meta"):  # shapes only
+            model = GPT(hf.llama_config(config, "config.json"))
+        cols = 256 + args.new_tokens
+        for micro in (0, 64, 16):
+            need = model.check_memory(None, rows=args.B * args.G, cols=cols, micro_batch=micro, ref=True)
+            print(
+                f"{model.num_params() / 1e6:.0f}M parameters, {args.B * args.G} rows of {cols} columns, "
+                f"--micro_batch {micro}: a floor of {need / 2**30:.1f} GiB"
+            )
+        return
+    if args.out is None:
+        p.error("--out is needed")
     if args.tiny:
         args.B, args.G, args.new_tokens, args.micro_batch = 2, 2, 16, 2
     folder = os.path.join(args.out, "qwen2.5-0.5b-random")
