@@ -408,7 +408,10 @@ def load_model(path, device="cpu"):
     if enc.n_vocab > config.vocab_size or (config.arch == "gpt2" and enc.n_vocab != config.vocab_size):
         n = config.vocab_size  # the Llama family may pad its embedding past the tokenizer (Qwen: 151,936 rows)
         raise LoadError(f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}: use its own files")
-    stop_ids(config, enc)  # a model whose tokenizer has no <|endoftext|> must name its stop ids
+    try:
+        stop_ids(config, enc)  # a model whose tokenizer has no <|endoftext|> must name its stop ids
+    except ValueError as e:
+        raise LoadError(f"{file}: {e}; put the model's generation_config.json (eos_token_id) beside it") from e
     with torch.device(device):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)

@@ -483,7 +483,8 @@ def llama_folder(tensors, folder, path):
 
 
 def model_type(folder):
-    """config.json's model_type in `folder`: "gpt2" (also without a config.json) or one of LLAMA_TYPES, else LoadError."""
+    """config.json's model_type in `folder`: "gpt2" (also without a config.json) or one of LLAMA_TYPES; else
+    LoadError."""
     cfg_path = os.path.join(folder, "config.json")
     if not os.path.isfile(cfg_path):
         return "gpt2"

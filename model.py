@@ -446,7 +446,8 @@ class GPT(nn.Module):
 
     def check_memory(self, device, rows, cols, micro_batch=0, ref=False):
         """Raise torch.OutOfMemoryError, as the allocator would but before any work, when a GRPO step of `rows` rows
-        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown, or for device None).
+        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown, or for
+        device None).
 
         The need counted is a floor, not an estimate: float32 weights, gradients and AdamW's two moments (16 bytes a
         parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (keys and

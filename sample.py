@@ -233,9 +233,9 @@ def generate(
 
     temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
     all); eos_id pads the prompts and a finished row, and ends a completion, as does any of stop_ids (None: eos_id
-    alone; a chat model stops at <|im_end|> or <|eot_id|> too: model.stop_ids); generator (a seeded torch.Generator on the model's device)
-    makes the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module
-    docstring). The caller may wrap this in torch.autocast; sampling itself runs in float32.
+    alone; a chat model stops at <|im_end|> or <|eot_id|> too: model.stop_ids); generator (a seeded
+    torch.Generator on the model's device) makes the rollout reproducible, None uses the global RNG; decode:
+    "plain", "static" or "graph" (the module docstring). The caller may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G

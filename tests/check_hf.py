@@ -46,9 +46,8 @@ MODELS = {
 def texts(n, seed=0):
     """n varied texts: words, numbers, punctuation, whitespace runs, accents (composed and not), CJK, emoji."""
     rng = random.Random(seed)
-    pieces = "the answer is 42 . , ; ' 's 've I'd 12345 3.14 $ \\boxed{7} \n \n\n \t   café cafe\u0301 日本語 中文 😀 Ωμέγα".split(
-        " "
-    )
+    pieces = "the answer is 42 . , ; ' 's 've I'd 12345 3.14 $ \\boxed{7} \n \n\n \t   café cafe\u0301".split(" ")
+    pieces += "日本語 中文 😀 Ωμέγα".split(" ")
     pieces += [" ", "  ", "\r\n", "#### ", "×", "-", "ß", "İ", "ǅ"]
     return ["".join(rng.choice(pieces) + rng.choice(["", " "]) for _ in range(rng.randint(0, 30))) for _ in range(n)]
 

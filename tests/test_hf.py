@@ -392,6 +392,17 @@ def test_the_default_template_of_a_model_without_one_still_reads_the_questions()
     assert len(completions_text(roll, enc)) == 2  # ids 543..575, past the tokenizer, decode to nothing
 
 
+def test_a_folder_without_stop_ids_or_endoftext_and_a_template_without_question_end_in_one_line(tmp_path):
+    write_folder(tmp_path / "m", "llama3", random_model(FAMILIES["llama3"][1]))
+    os.remove(tmp_path / "m" / "generation_config.json")  # and config.json names no eos_token_id
+    with pytest.raises(LoadError, match="no <.endoftext.> and the model names no stop ids; put the model's gen"):
+        load_model(tmp_path / "m")
+    cmd = [sys.executable, "train.py", "--prompt", "Q: no placeholder", "--out_dir", str(tmp_path / "o")]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 1 and run.stderr.startswith("error: --prompt 'Q: no placeholder' is neither one of")
+    assert run.stderr.count("\n") == 1, run.stderr
+
+
 def test_a_llama_family_model_is_not_exported_but_refused_in_one_line(tmp_path):
     model = random_model(FAMILIES["qwen3"][1])
     enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
