@@ -109,9 +109,8 @@ def stop_ids(config, enc, template=""):
     it; its folder names <|end_of_text|>, <|eom_id|> and <|eot_id|>."""
     if config.stop_ids:
         ids = list(config.stop_ids)
-        closes = [
-            i for i in ids if i < enc.n_vocab and enc.decode_single_token_bytes(i).decode(errors="replace") in template
-        ]
+        names = {enc.encode_single_token(s): s for s in enc.special_tokens_set}  # {id: text} of the specials
+        closes = [i for i in ids if i in names and names[i] in template]
         return closes[:1] + [i for i in ids if i not in closes[:1]]
     if "<|endoftext|>" not in enc.special_tokens_set:
         raise ValueError(f"tokenizer {enc.name!r} has no <|endoftext|> and the model names no stop ids")
