@@ -1,15 +1,21 @@
 """
-hf.py: Hugging Face's files: config.json, safetensors, GPT-2's vocab.json, and the export back to them.
+hf.py: Hugging Face's files: config.json, safetensors (one file or shards), GPT-2's vocab.json, tokenizer.json,
+generation_config.json; and the export back to GPT-2's layout.
 
 No GRPO here. checkpoint.load_model (the one entry point for a file) calls it for a folder or weights file in Hugging
 Face's layout; `python checkpoint.py export CKPT DIR` calls export(). A bad file raises LoadError: one line that names
-the file and says what to change.
-
-Hugging Face's GPT-2 differs from model.py in three ways, undone while loading: names may lack "transformer.",
-the four Conv1D weights per layer are stored (in, out), and the causal-mask buffers attn.bias / attn.masked_bias
-are stored too. Departures: without config.json, n_head = n_embd // 64 (true of all four GPT-2 sizes); a
-folder's vocab.json comes before tiktoken's cache (the same Encoding, offline); sharded files (*.index.json) and
-big-endian hosts are not supported.
+the file and says what to change. Two kinds of model, by config.json's model_type:
+- gpt2: Hugging Face's GPT-2 differs from model.py in three ways, undone while loading: names may lack
+  "transformer.", the four Conv1D weights per layer are stored (in, out), and the causal-mask buffers attn.bias /
+  attn.masked_bias are stored too. Without config.json, n_head = n_embd // 64 (true of all four GPT-2 sizes). Its
+  tokenizer is vocab.json (before tiktoken's cache: the same Encoding, offline), whose ids are the BPE's ranks: each
+  of the 256 bytes a token, ids 0..n-1 once each, then <|endoftext|> as id n, as GPT-2's own file has them.
+- llama, qwen2, qwen3 (Llama-3.x, SmolLM2, Qwen2/2.5, dense Qwen3): model.py's Llama-family block, names mapped by
+  LLAMA_NAMES; tokenizer.json as a tiktoken Encoding (tokenizer_from_json); the stop ids of generation_config.json.
+  Refused in one line, naming what was found: other model types, sliding windows, RoPE scalings but "llama3", biases
+  on o_proj or the MLP, tokenizers other than a byte-level BPE split by a regex.
+Departures: big-endian hosts are not supported; weights are held in float32 whatever their file's dtype; export
+writes GPT-2's layout only.
 """
 
 import json
