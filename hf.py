@@ -306,8 +306,8 @@ def llama_config(hf, cfg_path):
     another activation than SiLU. RoPE is read as the Hub's files spell it (rope_theta, rope_scaling) and as newer
     transformers writes it (rope_parameters)."""
     kind = hf["model_type"]
-    for key, allowed in [("hidden_act", ("silu",)), ("use_sliding_window", (False, None)), ("mlp_bias", (False, None))]:
-        if hf.get(key) not in allowed:
+    for key, allowed in [("hidden_act", ("silu",)), ("use_sliding_window", (False,)), ("mlp_bias", (False,))]:
+        if hf.get(key, allowed[0]) not in allowed:  # absent: transformers' default, the first allowed
             raise LoadError(f"{cfg_path} sets {key} = {reprlib.repr(hf[key])}; nanogrpo implements only {allowed}")
     if kind != "qwen2" and hf.get("attention_bias", False) is not False:  # Qwen2's q/k/v biases are built in
         raise LoadError(f"{cfg_path} sets attention_bias (an o_proj bias too); nanogrpo implements q/k/v biases only")

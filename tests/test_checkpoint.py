@@ -459,7 +459,7 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
     "gpt2 integer weights": (replaced("ln_f.bias", torch.zeros(128).long()), "not floating-point"),
     "gpt2 config disagrees": (lambda d: edited_config(d, n_layer=3), "do not belong together"),
     "gpt2 config other activation": (lambda d: edited_config(d, activation_function="relu"), "activation_function"),
-    "gpt2 config other model": (lambda d: edited_config(d, model_type="llama"), "model_type"),
+    "gpt2 config other model": (lambda d: edited_config(d, model_type="mistral"), "model_type"),
     "gpt2 config prompt without {question}": (lambda d: edited_config(d, nanogrpo_prompt="Q: "), "nanogrpo_prompt"),
     "gpt2 vocab.json of another model": (
         lambda d: write_vocab(gpt2_folder(d)[0], merges=[]) or d / "gpt2",
@@ -489,7 +489,10 @@ BAD = {  # name: (make the file in tmp_path, a piece of the message that shows t
         lambda d: gpt2_folder(d, "bin", edit=lambda t: t.update({"wte.weight": t["transformer.wte.weight"]}))[0],
         "'wte.weight' twice",
     ),
-    "sharded folder": (lambda d: (raw_file(d, b"{}", "model.safetensors.index.json"), d)[1], "sharded"),
+    "sharded folder, no weight map": (
+        lambda d: (raw_file(d, b"{}", "model.safetensors.index.json"), d)[1],
+        "weight_map",
+    ),
 }
 
 
