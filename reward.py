@@ -102,6 +102,20 @@ FRACTION_WORDS.update({w + "s": d for w, d in FRACTION_WORDS.items()}, tenth=10,
 _SIZES = """second=1 minute=60 min=60 hour=3600 hr=3600 day=86400 week=604800 | inch=1 inches=1 foot=12 feet=12 ft=12
     yard=36 | ounce=1 oz=1 pound=16 lb=16 | cent=1 dollar=100 | cm=1 m=100 km=100000 | g=1 kg=1000"""  # rule 7
 UNIT_SIZES = {w: (d, int(n)) for d, row in enumerate(_SIZES.split("|")) for w, n in (p.split("=") for p in row.split())}
+# rule 4 by language: answer words | conclusion words, _ for a space; * a language that writes 18,50 (rule 11)
+LANGUAGES = """en | answer Answer ANSWER | so thus therefore hence consequently altogether overall finally in_total in_all
+    in_sum this_means that_means
+es* | Respuesta respuesta | por_lo_tanto por_tanto entonces así_que asi_que en_total
+fr* | Réponse réponse | donc ainsi par_conséquent au_total
+de* | Antwort Endergebnis | daher somit folglich insgesamt also_hat also_haben also_ist also_sind also_beträgt
+    also_bekommt also_kostet also_bleibt also_bleiben also_braucht also_verdient also_gibt
+pt* | Resposta resposta | portanto logo então assim no_total
+it* | Risposta risposta | quindi pertanto dunque perciò in_totale
+ru* | Ответ ответ |
+ko | 정답 답 | 따라서 그러므로 그래서
+zh | 答 结论 | 所以 因此
+ar | الإجابة الاجابة الجواب | إذن لذلك لذا وبالتالي
+hi | उत्तर | इसलिए अतः"""
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
 ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
@@ -271,9 +285,17 @@ class Task:
 _Statement = namedtuple("_Statement", "kind start mark_end close")
 _END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
 _CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
-_LOCAL_MARKS = ("Antwort", "Endergebnis", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # 18,50
-_FOREIGN = ("答", "结论", *_LOCAL_MARKS, "الإجابة", "الاجابة", "الجواب", "उत्तर")  # rule 4
-_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER", *_FOREIGN)  # each found with str.find
+_WORDS = [row.split("|") for row in re.split(r"\n(?! )", LANGUAGES)]  # (language, answer words, conclusion words)
+
+
+def _words(words, latin=None):
+    """A regex of LANGUAGES' words ("por_lo_tanto": por\\slo\\stanto); latin: only those in Latin letters, or none."""
+    return "|".join(w.replace("_", r"\s") for w in words.split() if latin is None or (max(w) < "\u0250") == latin)
+
+
+_LOCAL_MARKS = tuple(w for lang, marks, _ in _WORDS if "*" in lang for w in marks.split())  # 18,50
+_FOREIGN = tuple(w for lang, marks, _ in _WORDS[1:] for w in marks.split())  # rule 4's answer words, less English
+_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", *_WORDS[0][1].split(), *_FOREIGN)  # each found with str.find
 _ASCII_MARKS = tuple(mark for mark in _MARKS if mark.isascii())  # all an ASCII text can hold
 _HIDDEN = (  # rule 3, in turn: code blocks, HTML comments (an unclosed one runs on), ~~struck~~, % comments (not 50%)
     (re.compile(r"(?s)```.*?```|```.*"), "\n"),
@@ -302,18 +324,15 @@ _LAST_BREAK = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。，；�
 _LAST_STOP = re.compile(
     r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])"
 )  # the last break between sentences (or a ;)
-_CONCLUDES_EU = r"""por\s(?:lo\s)?tanto|entonces|as[ií]\sque|en\stotal|donc|ainsi|par\sconséquent|au\stotal|daher|somit
-    |folglich|insgesamt|also(?=\s(?:hat|haben|ist|sind|beträgt|bekommt|kostet|bleib\w*|braucht|verdient|gibt)\b)"""
-_CONCLUDES = rf"""so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)
-    |th(?:is|at)\smeans|{_CONCLUDES_EU}"""
-_CONCLUDES_OTHER = "所以|因此|إذن|لذلك|لذا|وبالتالي|इसलिए|अतः"  # no \b: CJK writes no spaces
+_CONCLUDES = _words(" ".join(words for _, _, words in _WORDS), latin=True)  # a word ends at \b
+_CONCLUDES_OTHER = _words(" ".join(words for _, _, words in _WORDS), latin=False)  # no \b: CJK writes no spaces
 _OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
     (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
     | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
     | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
     | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
 _SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
-_COMMA_DECIMAL = re.compile(rf"(?ix){_CONCLUDES_EU}")  # a language that writes 18,50 (rule 11)
+_COMMA_DECIMAL = re.compile("(?i)" + _words(" ".join(words for lang, _, words in _WORDS if "*" in lang)))  # rule 11
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
     |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
     |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
