@@ -307,7 +307,7 @@ _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # 
 _PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
     (?: : | = | (?:is|was|(?:would|will|should)\sbe)\b | (?P<negated>(?:is|was)n['\u2019]t\b) )""")
 _FOREIGN_LINK = re.compile(r"""(?x) (?:案|え)?(?:\*\*)?[\ \t]*(?:(?:finale?|correct[ae]|النهائية|الصحيحة)[\ \t]*|)
-    (?: [:：]|是|为|為|は|(?:ist|lautet|beträgt|es|est|هي|هو)\b|है | (?<=उत्तर)[\ \t]+(?=-?[0-9]) )""")  # 答案是
+    (?: [:：]|是|为|為|は|(?:ist|lautet|beträgt|es|est|é|è|هي|هو)\b|है|은 | (?<=उत्तर)[\ \t]+(?=-?[0-9]) )""")  # 答案是
 _TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _BARE = re.compile(r"\*\*[ \t]*(?=[-$\\0-9])|[ \t]+(?=\$|\\\()")
@@ -329,19 +329,19 @@ _CONCLUDES_OTHER = _words(" ".join(words for _, _, words in _WORDS), latin=False
 _OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
     (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
     | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
-    | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
+    | \bthe\s[^.!?;:,\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
     | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
 _SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
 _COMMA_DECIMAL = re.compile("(?i)" + _words(" ".join(words for lang, _, words in _WORDS if "*" in lang)))  # rule 11
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
     |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
-    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
+    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould|grader|grading|extracted|expected\sanswer|reward|credit)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
 _UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
     (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
 _DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
-    |peut-être|probablement|ou|pas|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟] | 或|可能|大约|大概|也许|不是|没有
+    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟] | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니
     | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
@@ -366,6 +366,9 @@ _LOCAL_NUMBER = re.compile(r"""(?x) (?<![0-9.,]) ([0-9]{1,3}  # 1.250.000,50  70
     (,[0-9]+|) (?![0-9]|[.,][0-9])""")
 _AMBIGUOUS = re.compile(r"(?<![0-9.,])[0-9]{1,3}[.,][0-9][0-9][0-9](?![0-9]|[.,][0-9])")  # 1.000: a thousand or one?
 _PAREN_CHECK = re.compile(r"[ \t]*\([^()=]{1,80}=([^()=]{1,40})\)")  # "105 apples (35 + 70 = 105)"
+_TIED = re.compile(r"(?i)\s(?:after|in|for|per|each|every|over|within|during|on|at)\s+\$?[0-9][0-9,.]*(?=\s[a-z])")
+_NUMBER_WORD = re.compile(rf"(?i)\b(?:{'|'.join(_NUMBER_NAMES[2:])})(?:-(?:{'|'.join(_NUMBER_NAMES[1:10])}))?\b")
+_PARENS = re.compile(r"\([^()]*[0-9][^()]*\)")  # "(though 40 might also work)": a second value
 _CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+) ?\(([0-9]+\.[0-9]+|[0-9]+) ?([a-z]+)\)")
 _NONE_LEFT = re.compile(r"n(?<![a-z]n)(?:one|othing|o\s[a-z]+)\s(?:[a-z]+\s|)(?:left|remaining)\b")  # 0, lowercased
 _AFTERWORD = re.compile(r"(?i)(?:i\s)?hope|let\sme\sknow|feel\sfree|thanks?\b|(?:double-)?check|verif")  # rule 4
@@ -396,13 +399,14 @@ def _final_answer(text, last_number=False):
     end = _sentence_end(text, after)  # with no end in reach, cut back to a word: `north` cut to `nor` is no doubt
     suffix = text[after : end + 1] if end is not None else text[after : after + MAX_ANSWER_CHARS].rpartition(" ")[0]
     suffix = _CONTRAST.sub("", suffix.lower())
+    value = parse_number(answer)
     doubt = _DOUBT.search(_unhedged(clause)) or (whole and _QUESTION.match(clause.lower())) or _DOUBT.search(suffix)
+    doubt = doubt or any(value not in map(parse_number, _NUMBER_RUN.findall(p)) for p in _PARENS.findall(suffix))
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, statement.kind, False
     before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
     before = before and _outermost(text, before)
     read = before and _read(text[: statement.start], before)  # rule 6: its text ends where the final one starts
-    value = parse_number(answer)
     other = parse_number(read[0]) if read else None
     if value is not None and other not in (None, value) and not _DOUBT.search(_clause(text, before.start)[0].lower()):
         if not (_SETTLES.search(text, before.start, start) or _RETRACT.search(text, before.start, start)):
@@ -502,12 +506,12 @@ def _concluding(text, marked):
         sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
     openers = list(_OPENER.finditer(text[start:end])) if whole and not (marked and marked.start >= start) else None
-    if not openers:
-        return None  # no opener; too long; or a sentence read by its mark
-    opener = start + openers[-1].start()
-    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
+    if not (openers or (whole and not marked)):
+        return None  # no opener after a mark; too long; or a sentence read by its mark
+    opener = start + openers[-1].start() if openers else start  # with no mark, the closing sentence concludes
+    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1) if openers else start
     aside = _ASIDE.search(_unhedged(_clause(text, opener, _LAST_STOP)[0] + text[opener:end]))
-    runs = _NUMBER_RUN.findall(_converted(text[i:end]))
+    runs = _NUMBER_RUN.findall(_candidates(text[i:end]))
     if aside or len(runs) > 1 or not (runs or _NONE_LEFT.search(text[i:end].lower())):
         return None
     if any(numbers and (runs or ["0"])[0] not in numbers for numbers in passed):
@@ -590,7 +594,7 @@ def _clause_value(text, kind, i):
 def _sole_number(sentence):
     """The one number of a sentence ("Janet makes **$18** a day."), or None: none or several, doubt, an operator."""
     checks = _PAREN_CHECK.findall(sentence) if "(" in sentence else []  # "105 apples (35 + 70 = 105)"
-    sentence = _converted(_PAREN_CHECK.sub("", sentence) if checks else sentence)
+    sentence = _candidates(_PAREN_CHECK.sub("", sentence) if checks else sentence)
     runs = list(_NUMBER_RUN.finditer(sentence))
     lower = sentence.lower()
     if _NONE_LEFT.search(lower):
@@ -599,10 +603,22 @@ def _sole_number(sentence):
         return None
     i, j = runs[0].span()
     j += sentence[j : j + 1] in ("k", "K") and not sentence[j + 1 : j + 2].isalpha()  # $70k (rule 12)
-    if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1]):  # 42nd, x42
+    ordinal = sentence[j : j + 2] in ("st", "nd", "rd", "th") and not sentence[j + 2 :].strip(" .!*")  # finished 7th
+    if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1 - ordinal]):  # 42nd St, x42
         return None
     number = ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + sentence[i:j].rstrip(".,")
     return number if all(parse_number(c) == parse_number(number) for c in checks) else None
+
+
+def _candidates(sentence):
+    """Rules 7 and 13: the sentence with a quantity restated in another unit as the one restated, its number words in
+    digits where it holds no digit, less each number after its first that a word ties to another quantity."""
+    sentence = _converted(sentence)
+    first = _NUMBER_RUN.search(sentence)
+    if not first and _NUMBER_WORD.search(sentence):  # "nine marbles"
+        sentence = _NUMBER_WORD.sub(lambda m: _number_words(m[0]), sentence)
+        first = _NUMBER_RUN.search(sentence)
+    return sentence[: first.end()] + _TIED.sub("", sentence[first.end() :]) if first else sentence  # "after 3 hours"
 
 
 def _converted(sentence):

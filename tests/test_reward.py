@@ -512,7 +512,7 @@ NOT_ANSWERS = [
     ("<think>The answer is \\boxed{42}.</think>\n<answer>41</answer>", "41", True),
     ("<think>I believe it is 42: \\boxed{42}", "42", False),  # thinking cut off: no answer given
     ("<think>6 * 7 = 42, so \\boxed{42}.</think>\nI could not finish the problem.", "42", False),
-    ("6 * 7 = 42, so \\boxed{42}.</think>\nThe product is forty-two.", "42", False),  # the prompt opened <think>
+    ("6 * 7 = 42, so \\boxed{42}.</think>\nThe product is shown above.", "42", False),  # the prompt opened <think>
     ("<think>so 41</think>\nThe total is 42.\n\\boxed{42}", "41", False),
     ("Q: What is 6 * 7?\n6 * 7 = 42\n#### 42", "42", True),  # opening with a Q: line does not cut it all
     ("Question: How many eggs does Janet sell?\n" + COT + "#### 18", "18", True),
@@ -605,7 +605,8 @@ PHRASES = [
     (COT + "The answer is eighteen.", "18", True),
     (COT + "The answer is eighteen.", "19", False),  # rule 13
     (COT + "So Janet makes $18 every day.", "18", True),  # a concluding sentence (rule 4)
-    (COT + "Janet makes $18 every day.", "18", False),  # no answer statement: read only with last_number=True
+    (COT + "Janet makes $18 every day.", "18", True),  # the closing sentence, one value: a conclusion (rule 4)
+    (COT + "Janet makes $18 every day and $126 every week.", "18", False),  # two values: read only with last_number
 ]
 LATEX_NUMBERS = [
     ("The slope is $\\frac34$, so the answer is $\\boxed{\\frac34}$.", "0.75", True),
@@ -719,13 +720,13 @@ def test_gsm8k_solutions_in_each_model_style(style):
     "text, answer",
     [
         ("6 * 7 = 42", "42"),
-        ("she counts 1,234 apples", "1,234"),
-        ("it falls to -5 degrees", "-5"),
+        ("she counts 7 crates of 1,234 apples", "1,234"),  # two values: no closing statement
+        ("it falls from 3 to -5 degrees", "-5"),
         ("10-5=5", "5"),
-        ("it costs $3.50.", "3.50"),
+        ("2 pens: it costs $3.50.", "3.50"),
         ("no numbers at all", None),
         ("#### 42\nthen 7 more", "42"),  # a mark still wins
-        ("<think>6 * 7 = 42</think>\nIt is 41.", "41"),  # read after thinking is dropped
+        ("<think>6 * 7 = 42</think>\nIt is 40 + 1 = 41.", "41"),  # read after thinking is dropped
     ],
 )
 def test_last_number_fallback_is_behind_a_flag(text, answer):
@@ -763,7 +764,8 @@ CONCLUDING = [  # the last sentence, when it opens with a conclusion or states "
     ("So in 7 days the shop sells 1,240 loaves.", "1240", False),  # two numbers
     ("So she makes $18 a day. Let me know if you need more help!", "18", True),  # a courtesy after it (rule 4)
     ("So she makes $18 a day. Let me know if you want the weekly $126!", "18", False),  # no courtesy: a number
-    (COT + "Janet makes $18 every day.", "18", False),  # no conclusion
+    (COT + "Janet makes $18 every day. Hope this helps!", "18", True),  # unmarked, one value, then a courtesy
+    (COT + "Janet makes $18 every day. Hope this helps with the $126!", "18", False),  # a new value after it
     ("So she probably makes $18 a day.", "18", False),  # doubt
     ("So Kim has 12 more boxes than Sam.", "12", False),  # a comparison
     ("So the total is 18?", "18", False),
@@ -1066,7 +1068,7 @@ PLACEMENT = [  # rules 1, 4, 7: where the answer sits
     ("Answer \\( 9 \\)", "9", True),
     ("**Answer** 9", "9", True),
     ("Answer $ 8 $", "9", False),
-    ("Each student must answer $9$ questions.", "9", False),  # a verb, not a line's opening mark
+    ("Each student must answer $9$ questions. Then the test ends.", "9", False),  # a verb, not an opening mark
     ("The answer is (35 + 70 = 105).", "105", True),  # a value in parentheses, around an equation
     ("Answer: Tom has 105 apples (35 + 70 = 105).", "105", True),
     ("Answer: Tom has 105 apples (35 + 70 = 106).", "105", False),  # the check gives another number
@@ -1121,7 +1123,8 @@ LANGUAGES = [  # rule 4 in other languages, rule 8's doubt and rule 9's retracti
     ("Die Antwort ist 42 oder mehr.", "42", False),
     ("Die Antwort ist $\\boxed{42 \\text{ und zwei}}$.", "42", False),  # a number word is no unit
     ("Antwort: Anna hat 42 \u00c4pfel mehr als Ben.", "42", False),  # a comparison
-    ("Also, she has 3 pens.", "3", False),  # English "also" adds; it does not conclude
+    ("#### 5\nAlso, she has 3 pens.", "5", True),  # English "also" adds; it does not conclude
+    ("#### 5\nAlso, she has 3 pens.", "3", False),
     ("答案：42", "42", True),
     ("每天卖 9 个 所以 她一共卖了 42 个。", "42", True),  # 所以 after a space
     ("一共 6 盒，因此 一共有 42 个苹果。", "42", True),
