@@ -409,7 +409,7 @@ def _final_answer(text, last_number=False):
     read = before and _read(text[: statement.start], before)  # rule 6: its text ends where the final one starts
     other = parse_number(read[0]) if read else None
     if value is not None and other not in (None, value) and not _DOUBT.search(_clause(text, before.start)[0].lower()):
-        if not (_SETTLES.search(text, before.start, start) or _RETRACT.search(text, before.start, start)):
+        if not (_SETTLES.search(text, before.start, statement.start) or _RETRACT.search(text, before.start, start)):
             return None, statement.kind, False  # a conflict, unsettled; "First guess: 42" was in doubt
     line_end = text.find("\n", after)
     return answer, statement.kind, line_end < 0 or not text[line_end:].strip()
@@ -421,7 +421,7 @@ def _preprocess(text):
     chat = _CHAT_START.match(text)  # "<|im_start|>assistant" opening the completion is no end of it
     text = _END_TOKEN.split(text[chat.end() :] if chat else text, maxsplit=1)[0]
     i = text.rfind("</think>")
-    if i >= 0 and text[i + 8 :].strip():
+    if i >= 0:
         text = text[i + 8 :]
     j = text.find("<think>")
     if j >= 0 and "</think>" not in text[j:]:
@@ -499,9 +499,13 @@ def _concluding(text, marked):
     """Rule 4's concluding sentence (read from its last opener, or an equation's last = after it), or None."""
     end = len(text.rstrip(" \t\n.!*。"))
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
-    passed = []  # the numbers of each courtesy or check passed over: none, or the answer's; ", so she has 20" concludes
-    while len(passed) < 3 and whole and _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence):
-        passed.append(_NUMBER_RUN.findall(sentence))
+    passed = []  # the numbers of each sentence passed over: none, or a courtesy's or check's holding the answer's
+    for _ in range(3):  # ", so she has 20" concludes; "no cookies left" and "nine marbles" hold a value
+        numbers = _NUMBER_RUN.findall(_candidates(sentence))
+        courtesy = _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence)
+        if not whole or not (courtesy or not (numbers or _NONE_LEFT.search(sentence.lower()))):
+            break
+        passed.append(numbers)
         end = len(text[: end - len(sentence)].rstrip(" \t\n.!*。"))
         sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))

@@ -512,6 +512,7 @@ NOT_ANSWERS = [
     ("<think>The answer is \\boxed{42}.</think>\n<answer>41</answer>", "41", True),
     ("<think>I believe it is 42: \\boxed{42}", "42", False),  # thinking cut off: no answer given
     ("<think>6 * 7 = 42, so \\boxed{42}.</think>\nI could not finish the problem.", "42", False),
+    ("<think>6 * 7 = 42, so \\boxed{42}.</think>", "42", False),  # nothing after the thinking: no answer given
     ("6 * 7 = 42, so \\boxed{42}.</think>\nThe product is shown above.", "42", False),  # the prompt opened <think>
     ("<think>so 41</think>\nThe total is 42.\n\\boxed{42}", "41", False),
     ("Q: What is 6 * 7?\n6 * 7 = 42\n#### 42", "42", True),  # opening with a Q: line does not cut it all
@@ -1068,7 +1069,7 @@ PLACEMENT = [  # rules 1, 4, 7: where the answer sits
     ("Answer \\( 9 \\)", "9", True),
     ("**Answer** 9", "9", True),
     ("Answer $ 8 $", "9", False),
-    ("Each student must answer $9$ questions. Then the test ends.", "9", False),  # a verb, not an opening mark
+    ("Each of 4 students must answer $9$ questions.", "9", False),  # a verb, not a line's opening mark
     ("The answer is (35 + 70 = 105).", "105", True),  # a value in parentheses, around an equation
     ("Answer: Tom has 105 apples (35 + 70 = 105).", "105", True),
     ("Answer: Tom has 105 apples (35 + 70 = 106).", "105", False),  # the check gives another number
