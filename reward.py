@@ -9,36 +9,42 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     mathematical digits are plain before anything is read: "\u2212\u200b3" is -3, never 3; "４２" and "𝟒𝟐" are 42.
  1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...); one that opens
     the completion, <|im_start|> (or <|im_start|>assistant), is passed over.
- 2. Thinking goes: all up to the last </think> if text follows; an unclosed <think> up to an <answer> after it, or on.
+ 2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer phrase in any case or tongue ("the answer is", "**Final answer**", "答案是", "**结论**：", "Antwort:",
-    "La respuesta final es", "Réponse :", "Endergebnis:", "Ответ:", "الإجابة هي", "उत्तर 42 है"), or "Answer $ 9 $"
-    opening a line; the last sentence, after every mark, if it opens with a conclusion (so, thus, in total, por lo
-    tanto, donc, daher, also hat, 所以 or 因此 even after a space, إذن, इसलिए; also right after display math: "$$ ... $$
-    Therefore ...") or states "the <quantity> is N" or "..., but I get N", with one number after that (or an
-    equation's last side after it) or "no cookies left"; up to 3 courtesies or checks after it are passed over ("I
-    hope it is correct.", "Check: 42 - 7 = 35 ✓") if they hold no number but its own.
+    an answer phrase in any case or LANGUAGES' tongues ("the answer is", "**Final answer**", "答案是", "**结论**：",
+    "La respuesta final es", "A resposta é", "정답:", "الإجابة هي", "उत्तर 42 है"), or "Answer $ 9 $" opening a line;
+    the last sentence, after every mark, if it opens with a conclusion (LANGUAGES: so, in total, donc, also hat,
+    quindi, 따라서, 所以 even after a space; also right after display math: "$$ ... $$ Therefore ...") or states "the
+    <quantity> is N" or "..., but I get N", with one value after that (or an equation's last side after it) or "no
+    cookies left"; with no mark, the last sentence holding one value ("The bakery sells 42 loaves a day."). Up to 3
+    sentences after it are passed over if they hold no value ("Note: it shuts on Sundays.") or are courtesies or checks
+    with no number but its own ("I hope it is correct.", "Check: 42 - 7 = 35 ✓"): a restated value is no new answer.
  5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
-    then ... would, for example, a similar problem, says) unless after "but I"; an opening method ("If we add them
-    up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
+    then ... would, for example, a similar problem, says, a note to a grader: expected answer, reward, credit) unless
+    after "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had.
+    A Q: line after the first statement cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
-    (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
+    (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}", "The
+    answer is 42. Check: so 41 is consistent."
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
     line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number,
     less a check in parentheses that gives it ("Tom has 105 apples (35 + 70 = 105)."); a quantity restated in another
-    unit, checked equal, is the one restated ("2 hours and 40 minutes (160 minutes)": 160). Two values are no answer
-    ("She makes $18 per day, which is $126 per week." asks which; after a phrase the first is marked).
+    unit, checked equal, is the one restated ("2 hours and 40 minutes (160 minutes)": 160); a number after the first
+    that a word ties to another quantity is none ("holds 120 liters after 3 hours", "in 6 days"). Two values are no
+    answer ("She makes $18 per day, which is $126 per week." asks which; after a phrase the first is marked). Number
+    words are read where no digit is ("nine marbles"), and an ordinal that ends it ("Lucy finished 7th.").
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, peut-être, 可能,
-    ربما, शायद, "is the answer \\boxed{42}"; "42, not 41" is no doubt); "the answer isn't"; an operator or factor at a
-    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+    ربما, शायद, forse, 아마, "is the answer \\boxed{42}"; "42, not 41" is no doubt); "the answer isn't"; a parenthesis
+    after it with another value, not its check: "42 (though 40 could also work)"; an operator or factor at a box:
+    -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, and degrees
     with their unit (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side
     (x = 5 + 6 = 11: 11). \\! is no stop: $16,\\!386.20$.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
-    After a phrase or conclusion in Spanish, French, German or Russian: 70 000 and 1.250.000 are thousands and 18,50
+    After a phrase or conclusion in a LANGUAGES tongue marked *: 70 000 and 1.250.000 are thousands and 18,50
     is 18.5, but 1.000 and 1,250 are a thousand or one: refused (in English 1.000 stays 1, 18,50 no number).
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to, times,
@@ -49,8 +55,8 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     douze, zwölf, سبعة, सात; 七, 十二, 四十二个).
 14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
     no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
-A final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
-marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
+A final statement refused or without a number pays 0, never an earlier mark's value. Not read, with no mark or conclusion:
+a closing sentence of two values or an equation ("6 * 7 = 42"); number words elsewhere; sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
 (R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank line, right or not.
 
 Where this departs from DeepSeekMath:
@@ -286,13 +292,7 @@ _Statement = namedtuple("_Statement", "kind start mark_end close")
 _END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
 _CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
 _WORDS = [row.split("|") for row in re.split(r"\n(?! )", LANGUAGES)]  # (language, answer words, conclusion words)
-
-
-def _words(words, latin=None):
-    """A regex of LANGUAGES' words ("por_lo_tanto": por\\slo\\stanto); latin: only those in Latin letters, or none."""
-    return "|".join(w.replace("_", r"\s") for w in words.split() if latin is None or (max(w) < "\u0250") == latin)
-
-
+_CONCLUDE = [(w.replace("_", r"\s"), "*" in lang) for lang, _, words in _WORDS for w in words.split()]  # (regex, 18,50)
 _LOCAL_MARKS = tuple(w for lang, marks, _ in _WORDS if "*" in lang for w in marks.split())  # 18,50
 _FOREIGN = tuple(w for lang, marks, _ in _WORDS[1:] for w in marks.split())  # rule 4's answer words, less English
 _MARKS = ("<answer>", "\\boxed", "\\fbox", "####", *_WORDS[0][1].split(), *_FOREIGN)  # each found with str.find
@@ -321,28 +321,29 @@ _VALUE_END = re.compile(r"""(?x) \.(?!\S) | [!;](?<!\\.) | [?<\n。；।\u2600-
     | ,(?=[\ \t]+[^\d\s-]) | [\ \t][(\u2014] | \*\* | (?<![0-9])， | ，(?![0-9])""")  # not in 10,\!000 or １，２３４
 _SENTENCE_END = re.compile(r"[.!?](?<!\\.)(?=\s|$)|[\n。।]")  # not at \! (10,\! 000)
 _LAST_BREAK = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。，；।]|,\s)")  # .* backtracks to the last one
-_LAST_STOP = re.compile(
-    r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])"
-)  # the last break between sentences (or a ;)
-_CONCLUDES = _words(" ".join(words for _, _, words in _WORDS), latin=True)  # a word ends at \b
-_CONCLUDES_OTHER = _words(" ".join(words for _, _, words in _WORDS), latin=False)  # no \b: CJK writes no spaces
+_LAST_STOP = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])")  # between sentences (or a ;)
+_CONCLUDES = "|".join(w for w, _ in _CONCLUDE if max(w) < "\u0250")  # in Latin letters: a word ends at \b
+_CONCLUDES_OTHER = "|".join(w for w, _ in _CONCLUDE if max(w) >= "\u0250")  # no \b: CJK writes no spaces
 _OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
     (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
     | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
     | \bthe\s[^.!?;:,\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
     | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
 _SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
-_COMMA_DECIMAL = re.compile("(?i)" + _words(" ".join(words for lang, _, words in _WORDS if "*" in lang)))  # rule 11
+_COMMA_DECIMAL = re.compile("(?i)" + "|".join(w for w, comma in _CONCLUDE if comma))  # writes 18,50 (rule 11)
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
     |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
-    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould|grader|grading|extracted|expected\sanswer|reward|credit)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
+    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould|grader|grading|extracted|expected\sanswer|reward|credit)\b
+    | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
 _UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
     (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
-_DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
+_DOUBT = (
+    re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
-    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟] | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니
-    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
+    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟]
+    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")
+)  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not\ssure|unsure
@@ -420,9 +421,7 @@ def _preprocess(text):
     text = _plain(text)
     chat = _CHAT_START.match(text)  # "<|im_start|>assistant" opening the completion is no end of it
     text = _END_TOKEN.split(text[chat.end() :] if chat else text, maxsplit=1)[0]
-    i = text.rfind("</think>")
-    if i >= 0:
-        text = text[i + 8 :]
+    text = text.rpartition("</think>")[2]
     j = text.find("<think>")
     if j >= 0 and "</think>" not in text[j:]:
         k = text.find("<answer>", j)
@@ -615,24 +614,20 @@ def _sole_number(sentence):
 
 
 def _candidates(sentence):
-    """Rules 7 and 13: the sentence with a quantity restated in another unit as the one restated, its number words in
-    digits where it holds no digit, less each number after its first that a word ties to another quantity."""
-    sentence = _converted(sentence)
-    first = _NUMBER_RUN.search(sentence)
-    if not first and _NUMBER_WORD.search(sentence):  # "nine marbles"
-        sentence = _NUMBER_WORD.sub(lambda m: _number_words(m[0]), sentence)
-        first = _NUMBER_RUN.search(sentence)
-    return sentence[: first.end()] + _TIED.sub("", sentence[first.end() :]) if first else sentence  # "after 3 hours"
-
-
-def _converted(sentence):
-    """Rule 7: '2 hours and 40 minutes (160 minutes)' -> '160 minutes' where both are one quantity, else unchanged."""
+    """Rules 7 and 13: the sentence with a quantity restated in another unit, checked equal, as the one restated ('2
+    hours and 40 minutes (160 minutes)': '160 minutes'), its number words in digits where it holds no digit ('nine
+    marbles'), less each number after its first that a word ties to another quantity ('120 liters after 3 hours')."""
     m = _CONVERSION.search(sentence) if "(" in sentence else None
     sizes = [UNIT_SIZES.get(m[k + 1]) or UNIT_SIZES.get(m[k + 1][:-1]) for k in (1, 3, 5)] if m else [None]
-    if None in sizes or len({dimension for dimension, _ in sizes}) > 1:
-        return sentence
-    first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
-    return sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :] if first + second == restated else sentence
+    if None not in sizes and len({dimension for dimension, _ in sizes}) == 1:
+        first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
+        if first + second == restated:
+            sentence = sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :]
+    run = _NUMBER_RUN.search(sentence)
+    if not run and _NUMBER_WORD.search(sentence):
+        sentence = _NUMBER_WORD.sub(lambda m: _number_words(m[0]), sentence)
+        run = _NUMBER_RUN.search(sentence)
+    return sentence[: run.end()] + _TIED.sub("", sentence[run.end() :]) if run else sentence
 
 
 def _last_number(text):
