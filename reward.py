@@ -341,7 +341,7 @@ _DOUBT = (
     re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
-    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟]
+    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s+\$?-?[0-9] | [?؟]
     | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")
 )  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
