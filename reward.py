@@ -7,38 +7,33 @@ by Task) and the verifier that pays the reward GRPO's advantages are computed fr
 extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
  0. Invisible characters (zero-width space and joiners, word joiner, soft hyphen, BOM) go and full-width and
     mathematical digits are plain before anything is read: "\u2212\u200b3" is -3, never 3; "４２" and "𝟒𝟐" are 42.
- 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...); one that opens
-    the completion, <|im_start|> (or <|im_start|>assistant), is passed over.
+ 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, </s>, ...), not at an opening <|im_start|>(assistant).
  2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer phrase in any case or LANGUAGES' tongues ("the answer is", "**Final answer**", "答案是", "**结论**：",
-    "La respuesta final es", "A resposta é", "정답:", "الإجابة هي", "उत्तर 42 है"), or "Answer $ 9 $" opening a line;
-    the last sentence, after every mark, if it opens with a conclusion (LANGUAGES: so, in total, donc, also hat,
-    quindi, 따라서, 所以 even after a space; also right after display math: "$$ ... $$ Therefore ...") or states "the
-    <quantity> is N" or "..., but I get N", with one value after that (or an equation's last side after it) or "no
-    cookies left"; with no mark, the last sentence holding one value ("The bakery sells 42 loaves a day."). Up to 3
-    sentences after it are passed over if they hold no value ("Note: it shuts on Sundays.") or are courtesies or checks
-    with no number but its own ("I hope it is correct.", "Check: 42 - 7 = 35 ✓"): a restated value is no new answer.
- 5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
-    then ... would, for example, a similar problem, says, a note to a grader: expected answer, reward, credit) unless
-    after "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had.
-    A Q: line after the first statement cuts the rest.
+    an answer word of LANGUAGES in any case, linked ("the answer is", "**Final answer**", "答案是", "A resposta é",
+    "정답:", "उत्तर 42 है") or opening a line ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a
+    conclusion word of LANGUAGES (so, donc, also hat, quindi, 따라서, 所以 even after a space; also after display math:
+    "$$ ... $$ Therefore") or states "the <quantity> is N" or "..., but I get N", with one value after that (or an
+    equation's last side) or "no cookies left"; with no mark, the last sentence of one value ("The shop sells 42
+    loaves a day."). Up to 3 sentences after it pass if they hold no value ("Note: it shuts on Sundays.") or are
+    courtesies or checks with only its value ("I hope it is correct.", "Check: 42 - 7 = 35 ✓"): it is restated.
+ 5. Not statements: a mark in a sentence of condition, example, someone else's words or a note to a grader (if,
+    suppose, would have, then ... would, for example, a similar problem, says, expected answer, reward) unless after
+    "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had. A Q:
+    line after the first statement cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
-    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
-    (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}", "The
-    answer is 42. Check: so 41 is consistent."
+    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
+    them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number,
-    less a check in parentheses that gives it ("Tom has 105 apples (35 + 70 = 105)."); a quantity restated in another
-    unit, checked equal, is the one restated ("2 hours and 40 minutes (160 minutes)": 160); a number after the first
-    that a word ties to another quantity is none ("holds 120 liters after 3 hours", "in 6 days"). Two values are no
-    answer ("She makes $18 per day, which is $126 per week." asks which; after a phrase the first is marked). Number
-    words are read where no digit is ("nine marbles"), and an ordinal that ends it ("Lucy finished 7th.").
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, peut-être, 可能,
-    ربما, शायद, forse, 아마, "is the answer \\boxed{42}"; "42, not 41" is no doubt); "the answer isn't"; a parenthesis
-    after it with another value, not its check: "42 (though 40 could also work)"; an operator or factor at a box:
-    -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+    line if the phrase ends its line. A tag, phrase or sentence holding one value and no operator is that value, less
+    a check in parentheses that gives it ("105 apples (35 + 70 = 105)"), a restatement in another unit checked equal
+    ("2 hours and 40 minutes (160 minutes)": 160) and numbers after it tied to another quantity ("120 liters after 3
+    hours"); number words count where no digit is ("nine marbles"), and an ordinal that ends it ("finished 7th"). Two
+    values are no answer ("$18 per day, which is $126 per week." asks which; after a phrase the first is marked).
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
+    "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
+    could also work)"); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, and degrees
     with their unit (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side
@@ -55,9 +50,10 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     douze, zwölf, سبعة, सात; 七, 十二, 四十二个).
 14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
     no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
-A final statement refused or without a number pays 0, never an earlier mark's value. Not read, with no mark or conclusion:
-a closing sentence of two values or an equation ("6 * 7 = 42"); number words elsewhere; sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
-(R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank line, right or not.
+A final statement refused or without a number pays 0, never an earlier mark's value. Not read with no mark or
+conclusion: a closing sentence of two values or an equation ("6 * 7 = 42"); sets, intervals, expressions. b in [0,
+MAX_FORMAT_BONUS] (R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank
+line, right or not.
 
 Where this departs from DeepSeekMath:
   - It scored with a learned reward model (outcome or process supervision); this is a rule-based verifier, as in
@@ -108,9 +104,8 @@ FRACTION_WORDS.update({w + "s": d for w, d in FRACTION_WORDS.items()}, tenth=10,
 _SIZES = """second=1 minute=60 min=60 hour=3600 hr=3600 day=86400 week=604800 | inch=1 inches=1 foot=12 feet=12 ft=12
     yard=36 | ounce=1 oz=1 pound=16 lb=16 | cent=1 dollar=100 | cm=1 m=100 km=100000 | g=1 kg=1000"""  # rule 7
 UNIT_SIZES = {w: (d, int(n)) for d, row in enumerate(_SIZES.split("|")) for w, n in (p.split("=") for p in row.split())}
-# rule 4 by language: answer words | conclusion words, _ for a space; * a language that writes 18,50 (rule 11)
-LANGUAGES = """en | answer Answer ANSWER | so thus therefore hence consequently altogether overall finally in_total in_all
-    in_sum this_means that_means
+LANGUAGES = """en | answer Answer ANSWER | so thus therefore hence consequently altogether overall finally in_total
+    in_all in_sum this_means that_means
 es* | Respuesta respuesta | por_lo_tanto por_tanto entonces así_que asi_que en_total
 fr* | Réponse réponse | donc ainsi par_conséquent au_total
 de* | Antwort Endergebnis | daher somit folglich insgesamt also_hat also_haben also_ist also_sind also_beträgt
@@ -121,7 +116,7 @@ ru* | Ответ ответ |
 ko | 정답 답 | 따라서 그러므로 그래서
 zh | 答 结论 | 所以 因此
 ar | الإجابة الاجابة الجواب | إذن لذلك لذا وبالتالي
-hi | उत्तर | इसलिए अतः"""
+hi | उत्तर | इसलिए अतः"""  # rule 4: language | answer words | conclusion words (_ a space); *: writes 18,50
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
 ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
@@ -337,13 +332,12 @@ _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|
     | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
 _UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
     (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
-_DOUBT = (
-    re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
+_DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
     |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s+\$?-?[0-9] | [?؟]
-    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")
-)  # rule 8, on lowercased text
+    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니
+    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not\ssure|unsure
@@ -614,9 +608,8 @@ def _sole_number(sentence):
 
 
 def _candidates(sentence):
-    """Rules 7 and 13: the sentence with a quantity restated in another unit, checked equal, as the one restated ('2
-    hours and 40 minutes (160 minutes)': '160 minutes'), its number words in digits where it holds no digit ('nine
-    marbles'), less each number after its first that a word ties to another quantity ('120 liters after 3 hours')."""
+    """Rule 7: the sentence with a quantity restated in another unit, checked equal, as the one restated, its number
+    words in digits where it holds no digit, less each number after its first tied to another quantity by a word."""
     m = _CONVERSION.search(sentence) if "(" in sentence else None
     sizes = [UNIT_SIZES.get(m[k + 1]) or UNIT_SIZES.get(m[k + 1][:-1]) for k in (1, 3, 5)] if m else [None]
     if None not in sizes and len({dimension for dimension, _ in sizes}) == 1:
