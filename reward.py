@@ -494,11 +494,11 @@ def _concluding(text, marked):
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     passed = []  # the numbers of each sentence passed over: none, or a courtesy's or check's holding the answer's
     for _ in range(3):  # ", so she has 20" concludes; "no cookies left" and "nine marbles" hold a value
-        numbers = _NUMBER_RUN.findall(_candidates(sentence))
+        value = _NUMBER_RUN.search(sentence) or _NUMBER_WORD.search(sentence) or _NONE_LEFT.search(sentence.lower())
         courtesy = _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence)
-        if not whole or not (courtesy or not (numbers or _NONE_LEFT.search(sentence.lower()))):
+        if not whole or (value and not courtesy):
             break
-        passed.append(numbers)
+        passed.append(_NUMBER_RUN.findall(_candidates(sentence)))
         end = len(text[: end - len(sentence)].rstrip(" \t\n.!*。"))
         sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
