@@ -17,7 +17,7 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     "$$ ... $$ Therefore") or states "the <quantity> is N" or "..., but I get N", with one value after that (or an
     equation's last side) or "no cookies left"; with no mark, the last sentence of one value ("The shop sells 42
     loaves a day."). Up to 3 sentences after it pass if they hold no value ("Note: it shuts on Sundays.") or are
-    courtesies or checks with only its value ("I hope it is correct.", "Check: 42 - 7 = 35 ✓"): it is restated.
+    courtesies or checks whose numbers hold its value ("I hope so.", "Check: 42 - 7 = 35 ✓"): it is only restated.
  5. Not statements: a mark in a sentence of condition, example, someone else's words or a note to a grader (if,
     suppose, would have, then ... would, for example, a similar problem, says, expected answer, reward) unless after
     "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had. A Q:
