@@ -7,38 +7,39 @@ by Task) and the verifier that pays the reward GRPO's advantages are computed fr
 extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
  0. Invisible characters (zero-width space and joiners, word joiner, soft hyphen, BOM) go and full-width and
     mathematical digits are plain before anything is read: "\u2212\u200b3" is -3, never 3; "４２" and "𝟒𝟐" are 42.
- 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, <|eot_id|>, </s>, <|endoftext|>, ...); one that opens
-    the completion, <|im_start|> (or <|im_start|>assistant), is passed over.
- 2. Thinking goes: all up to the last </think> if text follows; an unclosed <think> up to an <answer> after it, or on.
+ 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, </s>, ...), not at an opening <|im_start|>(assistant).
+ 2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer phrase in any case or tongue ("the answer is", "**Final answer**", "答案是", "**结论**：", "Antwort:",
-    "La respuesta final es", "Réponse :", "Endergebnis:", "Ответ:", "الإجابة هي", "उत्तर 42 है"), or "Answer $ 9 $"
-    opening a line; the last sentence, after every mark, if it opens with a conclusion (so, thus, in total, por lo
-    tanto, donc, daher, also hat, 所以 or 因此 even after a space, إذن, इसलिए; also right after display math: "$$ ... $$
-    Therefore ...") or states "the <quantity> is N" or "..., but I get N", with one number after that (or an
-    equation's last side after it) or "no cookies left"; up to 3 courtesies or checks after it are passed over ("I
-    hope it is correct.", "Check: 42 - 7 = 35 ✓") if they hold no number but its own.
- 5. Not statements: a mark in a sentence of condition, example or someone else's words (if, suppose, would have,
-    then ... would, for example, a similar problem, says) unless after "but I"; an opening method ("If we add them
-    up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
+    an answer word of LANGUAGES in any case, linked ("the answer is", "**Final answer**", "答案是", "A resposta é",
+    "정답:", "उत्तर 42 है") or opening a line ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a
+    conclusion word of LANGUAGES (so, donc, also hat, quindi, 따라서, 所以 even after a space; also after display math:
+    "$$ ... $$ Therefore") or states "the <quantity> is N" or "..., but I get N", with one value after that (or an
+    equation's last side) or "no cookies left"; with no mark, the last sentence of one value ("The shop sells 42
+    loaves a day."). Up to 3 sentences after it pass if they hold no value ("Note: it shuts on Sundays.") or are
+    courtesies or checks whose numbers hold its value ("I hope so.", "Check: 42 - 7 = 35 ✓"): it is only restated.
+ 5. Not statements: a mark in a sentence of condition, example, someone else's words or a note to a grader (if,
+    suppose, would have, then ... would, for example, a similar problem, says, expected answer, reward) unless after
+    "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had. A Q:
+    line after the first statement cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
-    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between settles them
-    (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
+    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
+    them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence holding one number and no operator is that number,
-    less a check in parentheses that gives it ("Tom has 105 apples (35 + 70 = 105)."); a quantity restated in another
-    unit, checked equal, is the one restated ("2 hours and 40 minutes (160 minutes)": 160). Two values are no answer
-    ("She makes $18 per day, which is $126 per week." asks which; after a phrase the first is marked).
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, peut-être, 可能,
-    ربما, शायद, "is the answer \\boxed{42}"; "42, not 41" is no doubt); "the answer isn't"; an operator or factor at a
-    box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+    line if the phrase ends its line. A tag, phrase or sentence holding one value and no operator is that value, less
+    a check in parentheses that gives it ("105 apples (35 + 70 = 105)"), a restatement in another unit checked equal
+    ("2 hours and 40 minutes (160 minutes)": 160) and numbers after it tied to another quantity ("120 liters after 3
+    hours"); number words count where no digit is ("nine marbles"), and an ordinal that ends it ("finished 7th"). Two
+    values are no answer ("$18 per day, which is $126 per week." asks which; after a phrase the first is marked).
+ 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
+    "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
+    could also work)"); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
 10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, and degrees
     with their unit (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side
     (x = 5 + 6 = 11: 11). \\! is no stop: $16,\\!386.20$.
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
-    After a phrase or conclusion in Spanish, French, German or Russian: 70 000 and 1.250.000 are thousands and 18,50
+    After a phrase or conclusion in a LANGUAGES tongue marked *: 70 000 and 1.250.000 are thousands and 18,50
     is 18.5, but 1.000 and 1,250 are a thousand or one: refused (in English 1.000 stays 1, 18,50 no number).
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to, times,
@@ -49,9 +50,10 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     douze, zwölf, سبعة, सात; 七, 十二, 四十二个).
 14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
     no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
-A final statement refused or without a number pays 0, never an earlier mark's value. Not read: prose that neither
-marks nor concludes ("She makes $18."), number words in prose, sets, intervals, expressions. b in [0, MAX_FORMAT_BONUS]
-(R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank line, right or not.
+A final statement refused or without a number pays 0, never an earlier mark's value. Not read with no mark or
+conclusion: a closing sentence of two values or an equation ("6 * 7 = 42"); sets, intervals, expressions. b in [0,
+MAX_FORMAT_BONUS] (R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank
+line, right or not.
 
 Where this departs from DeepSeekMath:
   - It scored with a learned reward model (outcome or process supervision); this is a rule-based verifier, as in
@@ -102,6 +104,19 @@ FRACTION_WORDS.update({w + "s": d for w, d in FRACTION_WORDS.items()}, tenth=10,
 _SIZES = """second=1 minute=60 min=60 hour=3600 hr=3600 day=86400 week=604800 | inch=1 inches=1 foot=12 feet=12 ft=12
     yard=36 | ounce=1 oz=1 pound=16 lb=16 | cent=1 dollar=100 | cm=1 m=100 km=100000 | g=1 kg=1000"""  # rule 7
 UNIT_SIZES = {w: (d, int(n)) for d, row in enumerate(_SIZES.split("|")) for w, n in (p.split("=") for p in row.split())}
+LANGUAGES = """en | answer Answer ANSWER | so thus therefore hence consequently altogether overall finally in_total
+    in_all in_sum this_means that_means
+es* | Respuesta respuesta | por_lo_tanto por_tanto entonces así_que asi_que en_total
+fr* | Réponse réponse | donc ainsi par_conséquent au_total
+de* | Antwort Endergebnis | daher somit folglich insgesamt also_hat also_haben also_ist also_sind also_beträgt
+    also_bekommt also_kostet also_bleibt also_bleiben also_braucht also_verdient also_gibt
+pt* | Resposta resposta | portanto logo então assim no_total
+it* | Risposta risposta | quindi pertanto dunque perciò in_totale
+ru* | Ответ ответ |
+ko | 정답 답 | 따라서 그러므로 그래서
+zh | 答 结论 | 所以 因此
+ar | الإجابة الاجابة الجواب | إذن لذلك لذا وبالتالي
+hi | उत्तर | इसलिए अतः"""  # rule 4: language | answer words | conclusion words (_ a space); *: writes 18,50
 NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
 ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
@@ -271,9 +286,11 @@ class Task:
 _Statement = namedtuple("_Statement", "kind start mark_end close")
 _END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
 _CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
-_LOCAL_MARKS = ("Antwort", "Endergebnis", "Respuesta", "respuesta", "Réponse", "réponse", "Ответ", "ответ")  # 18,50
-_FOREIGN = ("答", "结论", *_LOCAL_MARKS, "الإجابة", "الاجابة", "الجواب", "उत्तर")  # rule 4
-_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", "answer", "Answer", "ANSWER", *_FOREIGN)  # each found with str.find
+_WORDS = [row.split("|") for row in re.split(r"\n(?! )", LANGUAGES)]  # (language, answer words, conclusion words)
+_CONCLUDE = [(w.replace("_", r"\s"), "*" in lang) for lang, _, words in _WORDS for w in words.split()]  # (regex, 18,50)
+_LOCAL_MARKS = tuple(w for lang, marks, _ in _WORDS if "*" in lang for w in marks.split())  # 18,50
+_FOREIGN = tuple(w for lang, marks, _ in _WORDS[1:] for w in marks.split())  # rule 4's answer words, less English
+_MARKS = ("<answer>", "\\boxed", "\\fbox", "####", *_WORDS[0][1].split(), *_FOREIGN)  # each found with str.find
 _ASCII_MARKS = tuple(mark for mark in _MARKS if mark.isascii())  # all an ASCII text can hold
 _HIDDEN = (  # rule 3, in turn: code blocks, HTML comments (an unclosed one runs on), ~~struck~~, % comments (not 50%)
     (re.compile(r"(?s)```.*?```|```.*"), "\n"),
@@ -285,7 +302,7 @@ _HEADING = re.compile(r"[ \t]*(?:\n|$|[A-Z]|[0-9]{1,2}[.):][ \t]+[A-Za-z])")  # 
 _PHRASE = re.compile(r"""(?ix) (?:\s(?:to|for)\s(?:the|this)\s(?:question|problem))?(?:\*\*)?[\ \t]*
     (?: : | = | (?:is|was|(?:would|will|should)\sbe)\b | (?P<negated>(?:is|was)n['\u2019]t\b) )""")
 _FOREIGN_LINK = re.compile(r"""(?x) (?:案|え)?(?:\*\*)?[\ \t]*(?:(?:finale?|correct[ae]|النهائية|الصحيحة)[\ \t]*|)
-    (?: [:：]|是|为|為|は|(?:ist|lautet|beträgt|es|est|هي|هو)\b|है | (?<=उत्तर)[\ \t]+(?=-?[0-9]) )""")  # 答案是
+    (?: [:：]|是|为|為|は|(?:ist|lautet|beträgt|es|est|é|è|هي|هو)\b|है|은 | (?<=उत्तर)[\ \t]+(?=-?[0-9]) )""")  # 答案是
 _TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _BARE = re.compile(r"\*\*[ \t]*(?=[-$\\0-9])|[ \t]+(?=\$|\\\()")
@@ -299,30 +316,27 @@ _VALUE_END = re.compile(r"""(?x) \.(?!\S) | [!;](?<!\\.) | [?<\n。；।\u2600-
     | ,(?=[\ \t]+[^\d\s-]) | [\ \t][(\u2014] | \*\* | (?<![0-9])， | ，(?![0-9])""")  # not in 10,\!000 or １，２３４
 _SENTENCE_END = re.compile(r"[.!?](?<!\\.)(?=\s|$)|[\n。।]")  # not at \! (10,\! 000)
 _LAST_BREAK = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。，；।]|,\s)")  # .* backtracks to the last one
-_LAST_STOP = re.compile(
-    r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])"
-)  # the last break between sentences (or a ;)
-_CONCLUDES_EU = r"""por\s(?:lo\s)?tanto|entonces|as[ií]\sque|en\stotal|donc|ainsi|par\sconséquent|au\stotal|daher|somit
-    |folglich|insgesamt|also(?=\s(?:hat|haben|ist|sind|beträgt|bekommt|kostet|bleib\w*|braucht|verdient|gibt)\b)"""
-_CONCLUDES = rf"""so|thus|therefore|hence|consequently|altogether|overall|finally|in\s(?:total|all|sum)
-    |th(?:is|at)\smeans|{_CONCLUDES_EU}"""
-_CONCLUDES_OTHER = "所以|因此|إذن|لذلك|لذا|وبالتالي|इसलिए|अतः"  # no \b: CJK writes no spaces
+_LAST_STOP = re.compile(r"(?s).*([.!?;](?<!\\.)(?=\s)|!(?<!\\!)|[?\n。；।])")  # between sentences (or a ;)
+_CONCLUDES = "|".join(w for w, _ in _CONCLUDE if max(w) < "\u0250")  # in Latin letters: a word ends at \b
+_CONCLUDES_OTHER = "|".join(w for w, _ in _CONCLUDE if max(w) >= "\u0250")  # no \b: CJK writes no spaces
 _OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
     (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
     | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
-    | \bthe\s[^.!?;:\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
+    | \bthe\s[^.!?;:,\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
     | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
 _SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
-_COMMA_DECIMAL = re.compile(rf"(?ix){_CONCLUDES_EU}")  # a language that writes 18,50 (rule 11)
+_COMMA_DECIMAL = re.compile("(?i)" + "|".join(w for w, comma in _CONCLUDE if comma))  # writes 18,50 (rule 11)
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
     |similar|says|said|claim\w*|thinks|believes|insists|argues|according\sto|told|(?:would|could|might)\shave
-    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould)\b | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
+    |then,?\s(?:the\s[\w\ ]{1,30}?|\w+)\swould|grader|grading|extracted|expected\sanswer|reward|credit)\b
+    | ^\W*had\s(?:s?he|they|we|i|you)\b""")  # rule 5
 _UNHEDGED = re.compile(r"""(?x) ^ (?:.*\bbut\s(?=(?:i|we)\s)|)  # up to a last "but I" or "but we", then a method
     (?:\W*(?:(?:so|now|then|and)\b)?\W*if\s(?:we|you|i)\s(?!.*\b(?:were|would|could|might|had)\b)|)""")  # rule 5
 _DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibly|probably|might|if|unless|whether
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
-    |peut-être|probablement|ou|pas|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s | [?؟] | 或|可能|大约|大概|也许|不是|没有
+    |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s+\$?-?[0-9] | [?؟]
+    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니
     | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
@@ -347,6 +361,9 @@ _LOCAL_NUMBER = re.compile(r"""(?x) (?<![0-9.,]) ([0-9]{1,3}  # 1.250.000,50  70
     (,[0-9]+|) (?![0-9]|[.,][0-9])""")
 _AMBIGUOUS = re.compile(r"(?<![0-9.,])[0-9]{1,3}[.,][0-9][0-9][0-9](?![0-9]|[.,][0-9])")  # 1.000: a thousand or one?
 _PAREN_CHECK = re.compile(r"[ \t]*\([^()=]{1,80}=([^()=]{1,40})\)")  # "105 apples (35 + 70 = 105)"
+_TIED = re.compile(r"(?i)\s(?:after|in|for|per|each|every|over|within|during|on|at)\s+\$?[0-9][0-9,.]*(?=\s[a-z])")
+_NUMBER_WORD = re.compile(rf"(?i)\b(?:{'|'.join(_NUMBER_NAMES[2:])})(?:-(?:{'|'.join(_NUMBER_NAMES[1:10])}))?\b")
+_PARENS = re.compile(r"\([^()]*[0-9][^()]*\)")  # "(though 40 might also work)": a second value
 _CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+) ?\(([0-9]+\.[0-9]+|[0-9]+) ?([a-z]+)\)")
 _NONE_LEFT = re.compile(r"n(?<![a-z]n)(?:one|othing|o\s[a-z]+)\s(?:[a-z]+\s|)(?:left|remaining)\b")  # 0, lowercased
 _AFTERWORD = re.compile(r"(?i)(?:i\s)?hope|let\sme\sknow|feel\sfree|thanks?\b|(?:double-)?check|verif")  # rule 4
@@ -377,16 +394,17 @@ def _final_answer(text, last_number=False):
     end = _sentence_end(text, after)  # with no end in reach, cut back to a word: `north` cut to `nor` is no doubt
     suffix = text[after : end + 1] if end is not None else text[after : after + MAX_ANSWER_CHARS].rpartition(" ")[0]
     suffix = _CONTRAST.sub("", suffix.lower())
+    value = parse_number(answer)
     doubt = _DOUBT.search(_unhedged(clause)) or (whole and _QUESTION.match(clause.lower())) or _DOUBT.search(suffix)
+    doubt = doubt or any(value not in map(parse_number, _NUMBER_RUN.findall(p)) for p in _PARENS.findall(suffix))
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, statement.kind, False
     before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
     before = before and _outermost(text, before)
     read = before and _read(text[: statement.start], before)  # rule 6: its text ends where the final one starts
-    value = parse_number(answer)
     other = parse_number(read[0]) if read else None
     if value is not None and other not in (None, value) and not _DOUBT.search(_clause(text, before.start)[0].lower()):
-        if not (_SETTLES.search(text, before.start, start) or _RETRACT.search(text, before.start, start)):
+        if not (_SETTLES.search(text, before.start, statement.start) or _RETRACT.search(text, before.start, start)):
             return None, statement.kind, False  # a conflict, unsettled; "First guess: 42" was in doubt
     line_end = text.find("\n", after)
     return answer, statement.kind, line_end < 0 or not text[line_end:].strip()
@@ -397,9 +415,7 @@ def _preprocess(text):
     text = _plain(text)
     chat = _CHAT_START.match(text)  # "<|im_start|>assistant" opening the completion is no end of it
     text = _END_TOKEN.split(text[chat.end() :] if chat else text, maxsplit=1)[0]
-    i = text.rfind("</think>")
-    if i >= 0 and text[i + 8 :].strip():
-        text = text[i + 8 :]
+    text = text.rpartition("</think>")[2]
     j = text.find("<think>")
     if j >= 0 and "</think>" not in text[j:]:
         k = text.find("<answer>", j)
@@ -476,19 +492,23 @@ def _concluding(text, marked):
     """Rule 4's concluding sentence (read from its last opener, or an equation's last = after it), or None."""
     end = len(text.rstrip(" \t\n.!*。"))
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
-    passed = []  # the numbers of each courtesy or check passed over: none, or the answer's; ", so she has 20" concludes
-    while len(passed) < 3 and whole and _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence):
-        passed.append(_NUMBER_RUN.findall(sentence))
+    passed = []  # the numbers of each sentence passed over: none, or a courtesy's or check's holding the answer's
+    for _ in range(3):  # ", so she has 20" concludes; "no cookies left" and "nine marbles" hold a value
+        value = _NUMBER_RUN.search(sentence) or _NUMBER_WORD.search(sentence) or _NONE_LEFT.search(sentence.lower())
+        courtesy = _AFTERWORD.match(sentence.lstrip(" \n*#>-")) and not _SETTLES.search(sentence)
+        if not whole or (value and not courtesy):
+            break
+        passed.append(_NUMBER_RUN.findall(_candidates(sentence)))
         end = len(text[: end - len(sentence)].rstrip(" \t\n.!*。"))
         sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
     openers = list(_OPENER.finditer(text[start:end])) if whole and not (marked and marked.start >= start) else None
-    if not openers:
-        return None  # no opener; too long; or a sentence read by its mark
-    opener = start + openers[-1].start()
-    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1)
+    if not (openers or (whole and not marked)):
+        return None  # no opener after a mark; too long; or a sentence read by its mark
+    opener = start + openers[-1].start() if openers else start  # with no mark, the closing sentence concludes
+    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1) if openers else start
     aside = _ASIDE.search(_unhedged(_clause(text, opener, _LAST_STOP)[0] + text[opener:end]))
-    runs = _NUMBER_RUN.findall(_converted(text[i:end]))
+    runs = _NUMBER_RUN.findall(_candidates(text[i:end]))
     if aside or len(runs) > 1 or not (runs or _NONE_LEFT.search(text[i:end].lower())):
         return None
     if any(numbers and (runs or ["0"])[0] not in numbers for numbers in passed):
@@ -571,7 +591,7 @@ def _clause_value(text, kind, i):
 def _sole_number(sentence):
     """The one number of a sentence ("Janet makes **$18** a day."), or None: none or several, doubt, an operator."""
     checks = _PAREN_CHECK.findall(sentence) if "(" in sentence else []  # "105 apples (35 + 70 = 105)"
-    sentence = _converted(_PAREN_CHECK.sub("", sentence) if checks else sentence)
+    sentence = _candidates(_PAREN_CHECK.sub("", sentence) if checks else sentence)
     runs = list(_NUMBER_RUN.finditer(sentence))
     lower = sentence.lower()
     if _NONE_LEFT.search(lower):
@@ -580,20 +600,27 @@ def _sole_number(sentence):
         return None
     i, j = runs[0].span()
     j += sentence[j : j + 1] in ("k", "K") and not sentence[j + 1 : j + 2].isalpha()  # $70k (rule 12)
-    if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1]):  # 42nd, x42
+    ordinal = sentence[j : j + 2] in ("st", "nd", "rd", "th") and not sentence[j + 2 :].strip(" .!*")  # finished 7th
+    if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1 - ordinal]):  # 42nd St, x42
         return None
     number = ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + sentence[i:j].rstrip(".,")
     return number if all(parse_number(c) == parse_number(number) for c in checks) else None
 
 
-def _converted(sentence):
-    """Rule 7: '2 hours and 40 minutes (160 minutes)' -> '160 minutes' where both are one quantity, else unchanged."""
+def _candidates(sentence):
+    """Rule 7: the sentence with a quantity restated in another unit, checked equal, as the one restated, its number
+    words in digits where it holds no digit, less each number after its first tied to another quantity by a word."""
     m = _CONVERSION.search(sentence) if "(" in sentence else None
     sizes = [UNIT_SIZES.get(m[k + 1]) or UNIT_SIZES.get(m[k + 1][:-1]) for k in (1, 3, 5)] if m else [None]
-    if None in sizes or len({dimension for dimension, _ in sizes}) > 1:
-        return sentence
-    first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
-    return sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :] if first + second == restated else sentence
+    if None not in sizes and len({dimension for dimension, _ in sizes}) == 1:
+        first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
+        if first + second == restated:
+            sentence = sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :]
+    run = _NUMBER_RUN.search(sentence)
+    if not run and _NUMBER_WORD.search(sentence):
+        sentence = _NUMBER_WORD.sub(lambda m: _number_words(m[0]), sentence)
+        run = _NUMBER_RUN.search(sentence)
+    return sentence[: run.end()] + _TIED.sub("", sentence[run.end() :]) if run else sentence
 
 
 def _last_number(text):

@@ -160,8 +160,9 @@ def test_sampled_metrics_count_correctness_not_reward(monkeypatch):
 
 def test_sampled_metrics_unmarked_answers_abstain():
     """maj@k reads answers as correct() does: a completion with no answer statement abstains, its last number unread;
-    a concluding sentence ("So it is 42.") is a statement for both."""
-    m = sampled_metrics(["6 * 7 = 42", "#### 41", "It is 42."], ["42"], 3)
+    a concluding sentence ("So it is 42.", or with no mark a closing sentence of one value) is a statement for both."""
+    m = sampled_metrics(["6 * 7 = 42", "#### 41", "It is 6 * 7 = 42."], ["42"], 3)
     assert m["pass@3"] == 0.0 and m["maj@1"] == 0.0 and m["maj@3"] == 0.0
-    m = sampled_metrics(["6 * 7 = 42", "#### 41", "So it is 42."], ["42"], 3)
-    assert m["pass@1"] == pytest.approx(1 / 3) and m["maj@1"] == pytest.approx(1 / 3)
+    for closing in ("So it is 42.", "It is 42."):
+        m = sampled_metrics(["6 * 7 = 42", "#### 41", closing], ["42"], 3)
+        assert m["pass@1"] == pytest.approx(1 / 3) and m["maj@1"] == pytest.approx(1 / 3)
