@@ -99,7 +99,8 @@ KL_KINDS = {"k1": k1, "k2": k2, "k3": k3}  # --kl
 
 def kl_penalty(logp, ref_logp, kind="k3"):
     """Per-token estimate (N, T) of KL(π‖π_ref) on tokens sampled from π (Schulman 2020), with log r = log(π_ref/π),
-    by KL_KINDS[kind] (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the end)."""
+    by KL_KINDS[kind] (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the
+    end)."""
     if kind not in KL_KINDS:
         raise ValueError(f"unknown KL estimator '{kind}'; choose one of {', '.join(KL_KINDS)}")
     return KL_KINDS[kind](ref_logp.detach() - logp)  # (N, T)
@@ -200,9 +201,12 @@ def tis_weights(old_logp, sampler_logp, cap):
     π_old's log-probs here are the trainer's forward; the sampler drew the tokens with its own numbers (another
     kernel, bf16, or another engine), so the rollout came from π_sampler, not π_old. The weight corrects each token's
     own draw: exactly for one-token answers. Over longer answers the prefix and the rest of the answer came from the
-    sampler too: only the product of the ratios over the whole answer corrects exactly (tests/test_theory.py, where
-    per-token weights leave about half the error). The cap bounds the variance (TRL and verl offer it). With no gap
-    every weight is 1 and nothing changes; train.py's logp_gap shows the gap's size."""
+    sampler too: only the product of the ratios over the whole answer corrects exactly; per-token weights leave an
+    error, smaller or larger than none at all (tests/test_theory.py). Under --ratio seq every token of an answer
+    carries the same term, so its per-token weights act as their mean over the answer (TRL's token_* modes weigh
+    per token too; its sequence_* modes weigh an answer by the product of its ratios). The cap bounds the variance
+    (TRL and verl offer it). With no gap every weight is 1 and nothing changes; train.py's logp_gap shows the gap's
+    size."""
     return torch.exp(old_logp.detach() - sampler_logp.detach()).clamp(max=cap)  # (N, T)
 
 

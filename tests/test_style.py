@@ -1,7 +1,7 @@
 """The reading rules that a formatter does not check: one statement per line in every top-level .py (no tuple
 assignment of unrelated values, no walrus, no chained conditional expressions), train.py's size, grpo_loss without a
-branch for a variant, and concept files that open on their concept. CI runs `ruff format --check` and `ruff check`, so a file here is already
-formatted at 120 columns and its line count is the formatted one."""
+branch for a variant, and concept files that open on their concept. CI runs `ruff format --check` and `ruff check`,
+so a file here is already formatted at 120 columns and its line count is the formatted one."""
 
 import ast
 import glob
