@@ -23,9 +23,10 @@ its own beside the paper's, chosen by name from a dict, so that grpo_loss holds 
 Where this departs from DeepSeekMath: ε = 0.2 where it states none (PPO's, Schulman et al. 2017); ε_high besides
 ε_low (DAPO's clip-higher); every choice above but the paper's; beta = 0 needs no reference model; k3 clamps
 log(π_ref/π_θ) to [-20, 20] before its exp, as verl does (beyond it the term is constant and passes no gradient;
-verl also caps k3 at 10, nanogrpo does not); π_old's log-probs are the trainer's first forward, not the sampler's.
-The facts behind the choices (the estimators' gradients, what pg_loss shows, answer lengths, dead groups): the
-notes at the end of this file. Shapes (letters in model.py): N answers, T completion length, V vocabulary.
+verl also caps k3 at 10, nanogrpo does not); π_old's log-probs are the trainer's first forward, not the sampler's
+(README's step table says why). The facts behind the choices (the estimators' gradients, what pg_loss shows, answer
+lengths, dead groups): the notes at the end of this file. Shapes (letters in model.py): N answers, T completion
+length, V vocabulary.
 """
 
 import torch
@@ -345,13 +346,14 @@ def grpo_loss(
 #            be ∇J/E|o| with loo if the token count were the constant num_seqs·E|o|.
 # mean is (1 - 1/G)·loo answer by answer (advantage.py), so its result is (1 - 1/G)·loo's everywhere.
 #
-# Dead groups (all rewards equal, so advantage 0: advantage.py) add nothing to the policy part, but with beta > 0
-# their tokens still get the KL term's gradient (at a constant weight, in expectation a pull toward π_ref under k2
-# and k3 and none under k1), and under every aggregation they still count in the denominators: the live groups'
-# policy gradient shrinks with the live share of the step (by exactly the live fraction of sequences under "grpo"
-# and "dr_grpo"). DAPO's dynamic sampling refills the batch with live groups instead: train.py --dynamic K, for at
-# most K rounds; groups still dead then are trained and counted as above. DAPO itself also sets clip_eps=0.2,
-# clip_eps_high=0.28, beta=0, and the overlong penalty (reward.overlong_penalty).
+# Dead groups (all rewards equal, so advantage 0: advantage.py; tests/test_theory.py) add nothing to the policy part, so
+# at beta = 0 they teach nothing; but with beta > 0 their tokens still get the KL term's gradient (at a constant weight,
+# in expectation a pull toward π_ref under k2 and k3 and none under k1), and under every aggregation they still count in
+# the denominators: the live groups' policy gradient shrinks with the live share of the step (by exactly the live
+# fraction of sequences under "grpo" and "dr_grpo", of tokens under "dapo"). DAPO's dynamic sampling refills the batch
+# with live groups instead: train.py --dynamic K, for at most K rounds; groups still dead then are trained and counted
+# as above. DAPO itself also sets clip_eps=0.2, clip_eps_high=0.28, beta=0, and the overlong penalty
+# (reward.overlong_penalty).
 #
 # GSPO (tests/test_grpo.py). Every token of o_i carries min(s_i·A_i, clip(s_i)·A_i), weighed by the aggregation as
 # ρ_it·A_i would be (agg="grpo": GSPO's 1/G Σ_i). On-policy (μ = 1) s_i ≡ 1 and ∇s_i = 1/|o_i| Σ_t ∇log π_it, so it
@@ -361,4 +363,6 @@ def grpo_loss(
 # CISPO (tests/test_grpo.py). ∇[sg(w)·A·log π] = w·A·∇log π, and PPO's ∇[ρ·A] = ρ·A·∇log π where its clip does not
 # bind: on every token that CISPO does not cap and PPO does not clip (at μ = 1 every token, ρ ≡ 1) the two gradients
 # are equal, under every aggregation and both ratios. Where PPO's clip binds, its token gets no gradient; CISPO's
-# keeps one, with w capped at 1+ε_high (and no lower bound: below 1-ε_low the weight is ρ itself).
+# keeps one, with w capped at 1+ε_high (and no lower bound: below 1-ε_low the weight is ρ itself). MiniMax-M1 divides
+# the sum by the step's token count (agg="dapo"); under the default per-answer mean each token's gradient is
+# Σ_j |o_j| / (N·|o_i|) times that (tests/test_theory.py).

@@ -10,7 +10,7 @@ One GRPO step (Shao et al. 2024), the loop at the end:
     5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward, not the
-sampler's; one reference model, the warm start (the paper's iterative GRPO resets it).
+sampler's (README's step table says why); one reference model, the warm start (the paper's iterative GRPO resets it).
 Sections headed PLUMBING (flags, ranks, checkpoints, logs) must stay but teach nothing about GRPO: a learner may skip
 them on a first reading; try not to modify them.
 """

@@ -1080,3 +1080,21 @@ def test_tis_weights_correct_one_token_answers_exactly_and_longer_ones_only_by_t
             total = total + prob[i] * loss
         expected[weigh] = torch.autograd.grad(total, s)[0]
     assert torch.allclose(expected["token"], expected["target"], atol=1e-15)
+
+
+def test_the_readmes_variant_table_has_the_most_dead_groups_in_the_cispo_row_and_beta_0_next():
+    """The README's sentence on dead groups, read against its own table's `dead` column: β = 0 has more than GRPO,
+    and CISPO, not β = 0, the most."""
+    import os
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
+        lines = [line for line in f if line.startswith("| ") and line.count("|") == 10]
+    header = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    rows = {}
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] != "---" and not cells[0].startswith("--"):
+            rows[cells[0]] = float(cells[header.index("dead")])
+    assert len(rows) == 13 and max(rows, key=rows.get) == "CISPO, μ = 4", rows
+    ranked = sorted(rows, key=rows.get, reverse=True)
+    assert ranked[1] == "β = 0" and rows["β = 0"] > rows["GRPO"]
