@@ -211,6 +211,7 @@ def rollout(problems, gen):  # 1-2. G completions per problem (rows b*G .. b*G+G
 
 
 def refill(roll, rewards, correct, gen, step, sampled):  # --dynamic K (DAPO): K rounds replacing dead groups
+    # each round's dead groups are appended to `sampled` (dead_frac_sampled and rounds in the log)
     extra = random.Random(f"{args.seed}-dynamic-{step}-{rank}")
     for _ in range(args.dynamic):
         dead = advantage.dead_groups(rewards, args.G)  # (B,)
