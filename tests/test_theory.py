@@ -9,6 +9,8 @@ group_advantages, grpo_loss, kl_penalty, aggregate) and autograd; masks come fro
    importance weights for answers sampled from π_old.
 5. Issue 32's general cases: dynamic sampling's accuracy and dead fractions, loo and a reward's scale under AdamW
    with β > 0, the dead chance of a reward of several values, the README's statistics, and what eps alone does.
+6. Issue 38's: dead groups at β > 0, CISPO's normaliser against MiniMax-M1's, the overlong penalty on a 0/1 reward,
+   twelve rows paired with one GRPO evaluation, what TIS weights correct, the README table's dead groups.
 """
 
 import functools
