@@ -12,27 +12,25 @@ correct; the clip acts only when one rollout is reused for μ > 1 updates. The d
 max_len) are the whole optimizer step's, all micro-batches and data-parallel ranks, so that the calls' losses and
 gradients add up to the one-big-batch ones (tests/test_grpo.py, tests/test_ddp.py).
 
-The choices (train.py's flags), each explained at its code:
-    kl     "k3" (the paper's), "k1", "k2": per-token estimators of KL(π‖π_ref)          kl_penalty()
-    agg    "grpo" (the paper's 1/G Σ_i 1/|o_i| Σ_t), "dapo" (one token mean), "dr_grpo"    aggregate()
-    ratio  "token" (ρ_it, the paper's), "seq" (GSPO's one ratio per answer)                grpo_loss()
-    loss   "clip" (the paper's), "cispo" (the clipped ratio as a constant weight)          grpo_loss()
-    weight per-token weights on the policy term: tis_weights() for the sampler's gap       tis_weights()
+The paper's path is grpo_loss with its defaults, read top to bottom. Each variant (train.py's flags) is a function of
+its own beside the paper's, chosen by name from a dict, so that grpo_loss holds no branch for any of them:
+    --kl     KL_KINDS  k3 (the paper's), k1, k2: per-token estimators of KL(π‖π_ref)
+    --agg    AGGS      per_answer_mean (the paper's "grpo"), token_mean ("dapo"), constant_norm ("dr_grpo")
+    --ratio  RATIOS    token_ratio (ρ_it, the paper's), sequence_ratio (GSPO's one ratio per answer, "seq")
+    --loss   LOSSES    clipped_surrogate (the paper's "clip"), cispo_surrogate (the capped ratio as a weight)
+    --tis    weight    tis_weights(): a constant per token on the policy term, for the sampler's gap
 
 Where this departs from DeepSeekMath: ε = 0.2 where it states none (PPO's, Schulman et al. 2017); ε_high besides
 ε_low (DAPO's clip-higher); every choice above but the paper's; beta = 0 needs no reference model; k3 clamps
 log(π_ref/π_θ) to [-20, 20] before its exp, as verl does (beyond it the term is constant and passes no gradient;
-verl also caps k3 at 10, nanogrpo does not); π_old's log-probs are the trainer's first forward, not the sampler's.
-The facts behind the choices (the estimators' gradients, what pg_loss shows, answer lengths, dead groups): the
-notes at the end of this file. Shapes (letters in model.py): N answers, T completion length, V vocabulary.
+verl also caps k3 at 10, nanogrpo does not); π_old's log-probs are the trainer's first forward, not the sampler's
+(README's step table says why). The facts behind the choices (the estimators' gradients, what pg_loss shows, answer
+lengths, dead groups): the notes at the end of this file. Shapes (letters in model.py): N answers, T completion
+length, V vocabulary.
 """
 
 import torch
 
-KL_KINDS = ("k1", "k2", "k3")
-AGGS = ("grpo", "dapo", "dr_grpo")
-RATIOS = ("token", "seq")  # GRPO's ρ_it per token; GSPO's s_i per answer
-LOSSES = ("clip", "cispo")  # PPO's clipped surrogate; CISPO's clipped constant weight
 K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp
 
 
@@ -80,37 +78,56 @@ def completion_entropy(logits, P, temperature=1.0):
 # ----------------------------------------------------------------------------- KL
 
 
+def k1(log_r):
+    """k1 = -log r = log(π/π_ref): unbiased; its expected gradient is 0."""
+    return -log_r
+
+
+def k2(log_r):
+    """k2 = ½ (log r)²: biased (≈ KL to second order); its expected gradient is ∇KL(π‖π_ref)."""
+    return 0.5 * log_r**2
+
+
+def k3(log_r):
+    """k3 = r - log r - 1 ≥ 0, DeepSeekMath's: unbiased, but its expected gradient is ∇KL(π_ref‖π), the other
+    direction. log r is clamped to [-20, 20] first (verl's bound), so exp cannot overflow."""
+    log_r = log_r.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)  # (N, T)
+    return torch.exp(log_r) - log_r - 1  # π_ref/π - log(π_ref/π) - 1
+
+
+KL_KINDS = {"k1": k1, "k2": k2, "k3": k3}  # --kl
+
+
 def kl_penalty(logp, ref_logp, kind="k3"):
-    """Per-token estimate (N, T) of KL(π‖π_ref) on tokens sampled from π (Schulman 2020), with log r = log(π_ref/π):
-        k1 = -log r             unbiased; its expected gradient is 0
-        k2 = ½ (log r)²         biased (≈ KL to second order); its expected gradient is ∇KL(π‖π_ref)
-        k3 = r - log r - 1 ≥ 0  unbiased, but its expected gradient is ∇KL(π_ref‖π): the other direction
-    (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the end of the file)."""
-    log_r = ref_logp.detach() - logp  # (N, T) log r = log(π_ref/π)
-    if kind == "k1":
-        return -log_r  # k1 = log(π/π_ref)
-    if kind == "k2":
-        return 0.5 * log_r**2  # k2 = ½ (log(π_ref/π))²
-    if kind == "k3":
-        log_r = log_r.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)  # (N, T) exp cannot overflow
-        return torch.exp(log_r) - log_r - 1  # k3 = π_ref/π - log(π_ref/π) - 1
-    raise ValueError(f"unknown KL estimator '{kind}'; choose one of {', '.join(KL_KINDS)}")
+    """Per-token estimate (N, T) of KL(π‖π_ref) on tokens sampled from π (Schulman 2020), with log r = log(π_ref/π),
+    by KL_KINDS[kind] (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the
+    end)."""
+    if kind not in KL_KINDS:
+        raise ValueError(f"unknown KL estimator '{kind}'; choose one of {', '.join(KL_KINDS)}")
+    return KL_KINDS[kind](ref_logp.detach() - logp)  # (N, T)
 
 
-# ----------------------------------------------------------------------------- the sampler's gap
+# ----------------------------------------------------------------------------- aggregation: 1/G Σ_i 1/|o_i| Σ_t
 
 
-def tis_weights(old_logp, sampler_logp, cap):
-    """Truncated importance sampling (N, T): min(π_old/π_sampler, cap) per token, a constant (no gradient).
-
-    π_old's log-probs here are the trainer's forward; the sampler drew the tokens with its own numbers (another
-    kernel, bf16, or another engine), so the rollout came from π_sampler, not π_old. Weighing each token's policy
-    term by the ratio corrects for that, and the cap bounds the variance (TRL and verl offer it). With no gap
-    every weight is 1 and nothing changes; train.py's logp_gap shows the gap's size."""
-    return torch.exp(old_logp.detach() - sampler_logp.detach()).clamp(max=cap)  # (N, T)
+def per_answer_mean(x, mask, num_seqs, num_tokens, max_len):
+    """DeepSeekMath's 1/num_seqs Σ_i 1/|o_i| Σ_t x_it: each answer's token mean, then their mean (so a long answer's
+    tokens weigh less each). x is already 0 at masked positions."""
+    per_seq = x.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,) 1/|o_i| Σ_t, |o_i| its own
+    return per_seq.sum() / num_seqs  # 1/num_seqs Σ_i
 
 
-# ----------------------------------------------------------------------------- aggregation
+def token_mean(x, mask, num_seqs, num_tokens, max_len):
+    """DAPO's (Yu et al. 2025) 1/num_tokens Σ_i Σ_t x_it: one mean over the step's tokens."""
+    return x.sum() / num_tokens
+
+
+def constant_norm(x, mask, num_seqs, num_tokens, max_len):
+    """Dr. GRPO's (Liu et al. 2025) 1/(num_seqs·max_len) Σ_i Σ_t x_it: a constant normaliser."""
+    return x.sum() / (num_seqs * max_len)
+
+
+AGGS = {"grpo": per_answer_mean, "dapo": token_mean, "dr_grpo": constant_norm}  # --agg
 
 
 def _check_agg(agg, max_len):
@@ -124,10 +141,8 @@ def _check_agg(agg, max_len):
 
 
 def aggregate(x, mask, agg, *, num_seqs=None, num_tokens=None, max_len=None):
-    """Reduce per-token values x (N, T) over the masked tokens to a scalar, as grpo_loss does:
-        agg="grpo"     1/num_seqs Σ_i 1/|o_i| Σ_t       DeepSeekMath's (long answers weigh less per token)
-        agg="dapo"     1/num_tokens Σ_i Σ_t             DAPO's token-level mean (Yu et al. 2025)
-        agg="dr_grpo"  1/(num_seqs·max_len) Σ_i Σ_t     Dr. GRPO's constant normaliser (Liu et al. 2025)
+    """Reduce per-token values x (N, T) over the masked tokens to a scalar, by AGGS[agg], as grpo_loss does.
+
     num_seqs, num_tokens, max_len: the step's totals (the module docstring); None means this call's batch, except
     that "dr_grpo" requires max_len, the completion length limit: the batch's own T would change the "constant"
     whenever sampling stops early. Values at masked positions are never used. An extra per-token loss term (an
@@ -135,27 +150,76 @@ def aggregate(x, mask, agg, *, num_seqs=None, num_tokens=None, max_len=None):
     _check_agg(agg, max_len)
     mask = mask.bool()  # (N, T)
     x = torch.where(mask, x, torch.zeros_like(x))  # (N, T), 0 after the first EOS
-    if agg == "grpo":
-        num_seqs = x.shape[0] if num_seqs is None else num_seqs
-        per_seq = x.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,) 1/|o_i| Σ_t, |o_i| its own
-        return per_seq.sum() / num_seqs  # 1/num_seqs Σ_i
-    if agg == "dapo":
-        num_tokens = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
-        return x.sum() / num_tokens  # 1/num_tokens Σ_i Σ_t
     num_seqs = x.shape[0] if num_seqs is None else num_seqs
-    return x.sum() / (num_seqs * max_len)  # dr_grpo: 1/(num_seqs·max_len) Σ_i Σ_t
+    num_tokens = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
+    return AGGS[agg](x, mask, num_seqs, num_tokens, max_len)
+
+
+# ----------------------------------------------------------------------------- the ratio, and the policy term
+
+
+def token_ratio(log_rho, mask):
+    """DeepSeekMath's log ρ_it = log π_θ(o_it) - log π_old(o_it), one per token, as it is."""
+    return log_rho
+
+
+def sequence_ratio(log_rho, mask):
+    """GSPO's (Zheng et al. 2025) log s_i = 1/|o_i| Σ_t log ρ_it, the same on each token of o_i (0 where masked)."""
+    log_s = log_rho.sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1)  # (N, 1)
+    return torch.where(mask, log_s, torch.zeros_like(log_rho))  # (N, T)
+
+
+RATIOS = {"token": token_ratio, "seq": sequence_ratio}  # --ratio
+
+
+def clipped_surrogate(rho, adv, logp, low, high):
+    """PPO's clipped surrogate, DeepSeekMath's: min(ρA, clip(ρ, low, high)·A) (N, T). Where the clip binds, min()
+    takes the constant side, whose gradient is 0. Also returns the tokens clipped below (A < 0) and above (A > 0).
+    There is no dual clip (verl's clip_ratio_c = 3 bounds -ρA at 3·|A| when A < 0): a ratio far above 1 + ε_high
+    with A < 0 keeps its whole ρA."""
+    pg = torch.minimum(rho * adv, rho.clamp(low, high) * adv)  # (N, T)
+    return pg, (rho < low) & (adv < 0), (rho > high) & (adv > 0)
+
+
+def cispo_surrogate(rho, adv, logp, low, high):
+    """CISPO's (MiniMax-M1, 2025) sg(min(ρ, high))·A·log π (N, T): the capped ratio as a constant weight, so no
+    token's gradient is cut. The cap is 1 + --clip_eps_high (TRL caps at its epsilon_high itself); no lower bound.
+    Also returns no tokens clipped below, and the capped ones above (their gradient stays)."""
+    pg = rho.clamp(max=high).detach() * adv * logp  # (N, T)
+    return pg, torch.zeros_like(rho, dtype=torch.bool), rho > high
+
+
+LOSSES = {"clip": clipped_surrogate, "cispo": cispo_surrogate}  # --loss
+
+
+# ----------------------------------------------------------------------------- the sampler's gap
+
+
+def tis_weights(old_logp, sampler_logp, cap):
+    """Truncated importance sampling (N, T): min(π_old/π_sampler, cap) per token, a constant (no gradient), for
+    grpo_loss's `weight`.
+
+    π_old's log-probs here are the trainer's forward; the sampler drew the tokens with its own numbers (another
+    kernel, bf16, or another engine), so the rollout came from π_sampler, not π_old. The weight corrects each token's
+    own draw: exactly for one-token answers. Over longer answers the prefix and the rest of the answer came from the
+    sampler too: only the product of the ratios over the whole answer corrects exactly; per-token weights leave an
+    error, smaller or larger than none at all (tests/test_theory.py). Under --ratio seq every token of an answer
+    carries the same term, so its per-token weights act as their mean over the answer (TRL's token_* modes weigh
+    per token too; its sequence_* modes weigh an answer by the product of its ratios). The cap bounds the variance
+    (TRL and verl offer it). With no gap every weight is 1 and nothing changes; train.py's logp_gap shows the gap's
+    size."""
+    return torch.exp(old_logp.detach() - sampler_logp.detach()).clamp(max=cap)  # (N, T)
 
 
 # ----------------------------------------------------------------------------- the loss
 
 
-def _check_loss_args(logp, ref_logp, advantages, mask, beta, agg, ratio, loss, max_len):
-    """grpo_loss's arguments, or ValueError; returns N, T."""
+def _check_loss_args(logp, ref_logp, advantages, mask, beta, kl, agg, ratio, loss, max_len):
+    """grpo_loss's arguments, or ValueError."""
     _check_agg(agg, max_len)
-    if ratio not in RATIOS:
-        raise ValueError(f"unknown ratio '{ratio}'; choose one of {', '.join(RATIOS)}")
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss '{loss}'; choose one of {', '.join(LOSSES)}")
+    for name, value, known in [("KL estimator", kl, KL_KINDS), ("ratio", ratio, RATIOS), ("loss", loss, LOSSES)]:
+        if value not in known:
+            raise ValueError(f"unknown {name} '{value}'; choose one of {', '.join(known)}")
     if ref_logp is None and beta != 0:
         raise ValueError(f"beta={beta} needs reference log-probs; pass ref_logp or set beta=0")
     N, T = logp.shape
@@ -163,7 +227,11 @@ def _check_loss_args(logp, ref_logp, advantages, mask, beta, agg, ratio, loss, m
         raise ValueError(
             f"expected mask {(N, T)} and advantages {(N,)}, got {tuple(mask.shape)} and {tuple(advantages.shape)}"
         )
-    return N, T
+
+
+def _masked(x, mask):
+    """x (N, T) as a constant, 0 at the masked positions whatever they held: nothing there reaches the loss."""
+    return torch.where(mask, x.detach(), torch.zeros_like(x))  # (N, T)
 
 
 def grpo_loss(
@@ -188,9 +256,10 @@ def grpo_loss(
     """The GRPO loss (the negative objective, to minimise) and a dict of stats.
 
     logp (N, T) with grad; old_logp, ref_logp (N, T) constants (ref_logp None when beta == 0); advantages (N,);
-    mask (N, T); weight (N, T) or None: a constant on each token's policy term. clip_eps is ε_low, clip_eps_high
-    ε_high (None: ε_low). Masked positions are never used, whatever they hold, and get no gradient. The stats are
-    detached 0-dim tensors, each this call's share of the step (they add up over micro-batches and ranks):
+    mask (N, T); weight (N, T) or None: a constant on each token's policy term (tis_weights). clip_eps is ε_low,
+    clip_eps_high ε_high (None: ε_low). kl, ratio, loss, agg name a function in KL_KINDS, RATIOS, LOSSES, AGGS; the
+    defaults are the paper's. Masked positions are never used, whatever they hold, and get no gradient. The stats
+    are detached 0-dim tensors, each this call's share of the step (they add up over micro-batches and ranks):
         loss = pg_loss + kl_loss    the policy and the KL terms
         kl                          Σ of the per-token KL estimate / num_tokens (0 without ref_logp)
         clip_frac_low, _high        tokens whose ratio is clipped below (A < 0) or above (A > 0), no gradient there;
@@ -198,45 +267,30 @@ def grpo_loss(
         ratio_mean, weight_mean     Σ ratio (ρ_it, or s_i on each token) / num_tokens; Σ weight, when given
         num_tokens                  this call's masked tokens
     """
-    N, T = _check_loss_args(logp, ref_logp, advantages, mask, beta, agg, ratio, loss, max_len)
-    eps_low = clip_eps
-    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    _check_loss_args(logp, ref_logp, advantages, mask, beta, kl, agg, ratio, loss, max_len)
     mask = mask.bool()  # (N, T)
     n_tok = mask.sum()  # ()
-    num_seqs = N if num_seqs is None else num_seqs
+    num_seqs = len(logp) if num_seqs is None else num_seqs
     num_tokens = n_tok.clamp(min=1) if num_tokens is None else num_tokens
     totals = dict(num_seqs=num_seqs, num_tokens=num_tokens, max_len=max_len)
+    high = 1 + (clip_eps if clip_eps_high is None else clip_eps_high)  # 1 + ε_high
+    low = 1 - clip_eps  # 1 - ε_low
 
     # masked positions become 0 before any arithmetic: nothing there reaches the loss or its gradient
     zero = torch.zeros_like(logp)  # (N, T)
     logp = torch.where(mask, logp, zero)  # (N, T)
-    old_logp = torch.where(mask, old_logp.detach(), zero)  # (N, T)
+    old_logp = _masked(old_logp, mask)  # (N, T)
     adv = advantages.detach().to(logp.dtype)[:, None]  # (N, 1) one A_i for all its tokens
 
-    log_rho = logp - old_logp  # (N, T) log ρ_it, 0 at masked positions
-    if ratio == "seq":  # GSPO (Zheng et al. 2025): log s_i = 1/|o_i| Σ_t log ρ_it on each token of o_i
-        log_rho = torch.where(mask, log_rho.sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1), zero)
-    rho = torch.exp(log_rho)  # (N, T) ρ = π_θ/π_old, or s_i on each token of o_i
-    if loss == "cispo":  # MiniMax-M1 (2025): sg(min(ρ, 1+ε_high))·A·log π, no token's gradient cut
-        pg = rho.clamp(max=1 + eps_high).detach() * adv * logp  # (N, T)
-        clipped_low = torch.zeros_like(mask)  # (N, T) no lower bound
-        clipped_high = rho > 1 + eps_high  # (N, T) the weight capped, the gradient kept
-    else:  # PPO's clip: where it binds, min() takes the constant side, whose gradient is 0
-        pg = torch.minimum(rho * adv, rho.clamp(1 - eps_low, 1 + eps_high) * adv)  # (N, T) min(ρA, clip(ρ)A)
-        clipped_low = (rho < 1 - eps_low) & (adv < 0)  # (N, T)
-        clipped_high = (rho > 1 + eps_high) & (adv > 0)  # (N, T)
-    if weight is not None:
-        weight = torch.where(mask, weight.detach().to(logp.dtype), zero)  # (N, T)
-        pg = pg * weight  # (N, T)
-    if ref_logp is not None:
-        ref_logp = torch.where(mask, ref_logp.detach(), zero)  # (N, T)
-        kl_tok = kl_penalty(logp, ref_logp, kl)  # (N, T)
-    else:
-        kl_tok = zero  # (N, T)
+    rho = torch.exp(RATIOS[ratio](logp - old_logp, mask))  # (N, T) ρ_it = π_θ/π_old; "seq": GSPO's s_i
+    pg, clipped_low, clipped_high = LOSSES[loss](rho, adv, logp, low, high)  # (N, T) min(ρA, clip(ρ)A), or CISPO's
+    w = 1.0 if weight is None else _masked(weight, mask).to(logp.dtype)  # (N, T) TIS's weights, else 1
+    pg = pg * w  # (N, T)
+    kl_tok = zero if ref_logp is None else kl_penalty(logp, _masked(ref_logp, mask), kl)  # (N, T) D_it; 0 at β = 0
 
-    pg_loss = -aggregate(pg, mask, agg, **totals)
-    kl_loss = beta * aggregate(kl_tok, mask, agg, **totals)
-    total = (pg_loss + kl_loss) if beta != 0 else pg_loss  # beta = 0: no KL term at all
+    pg_loss = -aggregate(pg, mask, agg, **totals)  # -1/G Σ_i 1/|o_i| Σ_t min(ρA, clip(ρ)A); --agg
+    kl_loss = beta * aggregate(kl_tok, mask, agg, **totals)  # β·1/G Σ_i 1/|o_i| Σ_t D_it
+    total = pg_loss + kl_loss
 
     with torch.no_grad():
         keep = mask.to(rho.dtype)  # (N, T)
@@ -250,8 +304,7 @@ def grpo_loss(
             "ratio_mean": (keep * rho).sum() / num_tokens,
             "num_tokens": n_tok,
         }
-        if weight is not None:
-            stats["weight_mean"] = (keep * weight).sum() / num_tokens
+        stats |= {} if weight is None else {"weight_mean": (keep * w).sum() / num_tokens}  # --tis
     return total, stats
 
 
@@ -293,13 +346,14 @@ def grpo_loss(
 #            be ∇J/E|o| with loo if the token count were the constant num_seqs·E|o|.
 # mean is (1 - 1/G)·loo answer by answer (advantage.py), so its result is (1 - 1/G)·loo's everywhere.
 #
-# Dead groups (all rewards equal, so advantage 0: advantage.py) add nothing to the policy part, but with beta > 0
-# their tokens still get the KL term's gradient (at a constant weight, in expectation a pull toward π_ref under k2
-# and k3 and none under k1), and under every aggregation they still count in the denominators: the live groups'
-# policy gradient shrinks with the live share of the step (by exactly the live fraction of sequences under "grpo"
-# and "dr_grpo"). DAPO's dynamic sampling refills the batch with live groups instead: train.py --dynamic K, for at
-# most K rounds; groups still dead then are trained and counted as above. DAPO itself also sets clip_eps=0.2,
-# clip_eps_high=0.28, beta=0, and the overlong penalty (reward.overlong_penalty).
+# Dead groups (all rewards equal, so advantage 0: advantage.py; tests/test_theory.py) add nothing to the policy part, so
+# at beta = 0 they teach nothing; but with beta > 0 their tokens still get the KL term's gradient (at a constant weight,
+# in expectation a pull toward π_ref under k2 and k3 and none under k1), and under every aggregation they still count in
+# the denominators: the live groups' policy gradient shrinks with the live share of the step (by exactly the live
+# fraction of sequences under "grpo" and "dr_grpo", of tokens under "dapo"). DAPO's dynamic sampling refills the batch
+# with live groups instead: train.py --dynamic K, for at most K rounds; groups still dead then are trained and counted
+# as above. DAPO itself also sets clip_eps=0.2, clip_eps_high=0.28, beta=0, and the overlong penalty
+# (reward.overlong_penalty).
 #
 # GSPO (tests/test_grpo.py). Every token of o_i carries min(s_i·A_i, clip(s_i)·A_i), weighed by the aggregation as
 # ρ_it·A_i would be (agg="grpo": GSPO's 1/G Σ_i). On-policy (μ = 1) s_i ≡ 1 and ∇s_i = 1/|o_i| Σ_t ∇log π_it, so it
@@ -309,4 +363,6 @@ def grpo_loss(
 # CISPO (tests/test_grpo.py). ∇[sg(w)·A·log π] = w·A·∇log π, and PPO's ∇[ρ·A] = ρ·A·∇log π where its clip does not
 # bind: on every token that CISPO does not cap and PPO does not clip (at μ = 1 every token, ρ ≡ 1) the two gradients
 # are equal, under every aggregation and both ratios. Where PPO's clip binds, its token gets no gradient; CISPO's
-# keeps one, with w capped at 1+ε_high (and no lower bound: below 1-ε_low the weight is ρ itself).
+# keeps one, with w capped at 1+ε_high (and no lower bound: below 1-ε_low the weight is ρ itself). MiniMax-M1 divides
+# the sum by the step's token count (agg="dapo"); under the default per-answer mean each token's gradient is
+# Σ_j |o_j| / (N·|o_i|) times that (tests/test_theory.py).

@@ -153,7 +153,9 @@ def overlong_penalty(lengths, max_len, cache):
     0 for an answer of at most max_len - cache tokens, then falling linearly to -1 at max_len tokens:
         R(|o|) = 0                                  |o| <= max_len - cache
         R(|o|) = (max_len - cache - |o|) / cache     max_len - cache < |o| <= max_len
-    |o| counts the EOS token, as the loss's mask does; an answer cut off at max_len gets -1. 0 < cache < max_len."""
+    |o| counts the EOS token, as the loss's mask does; an answer cut off at max_len gets -1. 0 < cache < max_len.
+    DAPO adds it to a reward of ±1; the verifier here pays 0 or 1, so it weighs twice as much against the reward's
+    range: a right answer at the limit scores 0, as a short wrong one does (tests/test_theory.py)."""
     if not 0 < cache < max_len:
         raise ValueError(f"the overlong penalty needs 0 < cache ({cache}) < max_len ({max_len})")
     over = lengths.float() - (max_len - cache)  # (N,) tokens into the last `cache`

@@ -10,7 +10,9 @@ One GRPO step (Shao et al. 2024), the loop at the end:
     5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward, not the
-sampler's; one reference model, the warm start (the paper's iterative GRPO resets it).
+sampler's (README's step table says why); one reference model, the warm start (the paper's iterative GRPO resets it).
+Sections headed PLUMBING (flags, ranks, checkpoints, logs) must stay but teach nothing about GRPO: a learner may skip
+them on a first reading; try not to modify them.
 """
 
 import argparse
@@ -46,7 +48,7 @@ from model import (
     stop_ids,
 )
 
-# ---------------- config
+# ---------------- config. PLUMBING: a learner may skip it; try not to modify it
 CUDA = torch.cuda.is_available()  # the sizes follow it
 sys.excepthook = checkpoint.excepthook(reward.DataError)  # a user's error ends in one line
 p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -123,7 +125,7 @@ device = best_device() if args.device == "auto" else args.device
 checkpoint.check_flags(args, device, world)  # what the flags' own bounds cannot see
 B = args.batch_prompts // world  # this rank's prompts per step
 
-# ---------------- setup
+# ---------------- setup: devices, ranks, autocast. PLUMBING: a learner may skip it; try not to modify it
 if world > 1:
     if device == "cuda":
         device = f"cuda:{os.environ['LOCAL_RANK']}"
@@ -227,8 +229,8 @@ def rollout(problems, gen):  # 1-2. G completions per problem (rows b*G .. b*G+G
     return roll, rewards, correct
 
 
-def refill(roll, rewards, correct, gen, step):  # --dynamic K (DAPO): K rounds replacing dead groups
-    sampled = [advantage.dead_groups(rewards, args.G)]  # (B_k,) per round: its dead groups
+def refill(roll, rewards, correct, gen, step, sampled):  # --dynamic K (DAPO): K rounds replacing dead groups
+    # each round's dead groups are appended to `sampled` (dead_frac_sampled and rounds in the log)
     extra = random.Random(f"{args.seed}-dynamic-{step}-{rank}")
     for _ in range(args.dynamic):
         dead = advantage.dead_groups(rewards, args.G)  # (B,)
@@ -239,17 +241,21 @@ def refill(roll, rewards, correct, gen, step):  # --dynamic K (DAPO): K rounds r
         roll = sample.Rollout.join([roll.select(live), new_roll], EOS)
         rewards = torch.cat([rewards[live], new_rewards])  # (N,)
         correct = torch.cat([correct[live], new_correct])  # (N,)
-        sampled.append(advantage.dead_groups(new_rewards, args.G))
-    return roll, rewards, correct, sampled
+        sampled.append(advantage.dead_groups(new_rewards, args.G))  # this round's (B_k,)
+    return roll, rewards, correct
 
 
 def denominators(roll):  # the loss's: the step's, all micro-batches and ranks (grpo.py)
     num_tokens = all_sum(roll.completion_mask.sum().float())
-    if all_sum((~torch.isfinite(roll.logprobs[roll.completion_mask])).sum().float()) > 0:  # on any rank: all stop
-        die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
     return dict(num_seqs=args.batch_prompts * args.G, num_tokens=num_tokens.clamp(min=1), max_len=args.max_new_tokens)
 
 
+def stop_if_diverged(roll, step):  # the sampler's log-probs not finite on any rank: all stop
+    if all_sum((~torch.isfinite(roll.logprobs[roll.completion_mask])).sum().float()) > 0:
+        die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
+
+
+# ---------------- saving, evaluating, logging. PLUMBING: a learner may skip it; try not to modify it
 def save():  # no random state: every step seeds its streams from (seed, step, rank)
     if master:
         state = dict(step=step, task=task.key, args=vars(args), log_bytes=run.log_bytes(), ref=ref and ref.state_dict())
@@ -282,11 +288,12 @@ def log_step(roll, rewards, correct, old_logp, stats, entropy, sampled, t0):  # 
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: π_old is not scored as the sampler drew")
 
 
-# ---------------- GRPO
+# ---------------- GRPO: the optimizer, π_ref, then the loop
 ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref, when β > 0
 optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
 step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref, task.key) if ckpt else 0  # AdamW's, π_ref
 optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value
+# PLUMBING up to the loop (the log, Ctrl-C): a learner may skip it; try not to modify it
 run.open_log(ckpt["log_bytes"] if ckpt else 0)  # as far as the checkpoint
 SHOW = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high entropy len truncated logp_gap tok_s dt".split()
 still = {"reward_mean"} if args.reward == "verifier" and not args.format_bonus and not args.overlong else set()  # =acc
@@ -304,9 +311,12 @@ while step < args.steps and not stopping:
     gen = torch.Generator(device).manual_seed(args.seed + 1_000_003 * (rank + 1) + step)  # this rank's
     problems = [task.sample(rng) for _ in range(args.batch_prompts)][rank * B : (rank + 1) * B]  # its share
     roll, rewards, correct = rollout(problems, gen)  # 1-2. rewards (N,)
-    roll, rewards, correct, sampled = refill(roll, rewards, correct, gen, step)
+    sampled = [advantage.dead_groups(rewards, args.G)]  # (B,) per round of sampling: its dead groups
+    if args.dynamic:  # DAPO's dynamic sampling
+        roll, rewards, correct = refill(roll, rewards, correct, gen, step, sampled)
     advantages = advantage.group_advantages(rewards, args.G, method=args.adv)  # 3. (N,), a new tensor
     totals = denominators(roll)
+    stop_if_diverged(roll, step)
     micro = roll.micro_batches(args.micro_batch)  # --micro_batch rows at a time
     with torch.no_grad():  # 4. π_ref's log-probs, once per rollout
         ref_logp = None if ref is None else torch.cat([roll.score(ref, r, args.temperature, autocast) for r in micro])
@@ -338,6 +348,7 @@ while step < args.steps and not stopping:
         optimizer.step()
     step += 1
     log_step(roll, rewards, correct, old_logp, stats, entropy / totals["num_tokens"], sampled, t0)
+    # PLUMBING to the loop's end (stop, evaluate, save): a learner may skip it; try not to modify it
     stopping = all_sum(torch.tensor([run.stopped], device=device)).item() > 0  # all ranks stop together
     due = step % args.eval_every == 0 or step == args.steps
     if master and due:

@@ -1,7 +1,7 @@
 """grpo.py: log-probs and the shift, the KL estimators on one step (the worked numbers, by exact enumeration
 and autograd through grpo_loss; longer answers are in test_theory.py), the k3 clamp, ratio and clip, GSPO's
-sequence ratio, what pg_loss shows, dead groups in the loss, masking, and micro-batches (loss, gradient, stats,
-aggregate)."""
+sequence ratio, what pg_loss shows, dead groups in the loss, masking, micro-batches (loss, gradient, stats,
+aggregate), and where it differs from its peers."""
 
 import itertools
 import math
@@ -641,3 +641,38 @@ def test_the_kl_stat_is_the_token_mean_of_the_estimate_on_a_known_batch():
         _, s = grpo_loss(logp, logp, ref, t(1.0, -1.0), mask, agg=agg, max_len=3)
         assert abs(s["kl"].item() - sum(k3) / 4) < 1e-15
     assert abs(sum(k3) / 4 - (sum(k3[:3]) / 3 + k3[3]) / 2) > 0.05  # a per-answer mean would differ
+
+
+def test_where_nanogrpo_differs_from_its_peers_no_dual_clip_cispos_cap_and_tis_under_the_sequence_ratio():
+    """Three differences grpo.py states. No dual clip: with A < 0 a ratio of 10 keeps its whole ρ·A (verl's
+    clip_ratio_c = 3 would bound the loss at 3·|A|). CISPO caps its weight at 1 + clip_eps_high (TRL at its
+    epsilon_high itself). Under ratio="seq" each token's TIS weight acts as its answer's mean weight, under every
+    aggregation: the loss and the gradient equal those of the mean weight on every token of the answer."""
+    logp = torch.tensor([[0.0]], dtype=F64, requires_grad=True)
+    old = torch.tensor([[-math.log(10.0)]], dtype=F64)  # ρ = 10
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    loss, s = grpo_loss(logp, old, None, t(-1.0), mask, beta=0.0)
+    assert abs(loss.item() - 10.0) < 1e-12 and s["clip_frac_low"] == 0  # -ρ·A = 10, not 3
+    (grad,) = torch.autograd.grad(loss, logp)
+    assert abs(grad.item() - 10.0) < 1e-12  # ∇(-ρA) = -A·ρ: the gradient is kept too
+    loss, _ = grpo_loss(logp, old, None, t(1.0), mask, beta=0.0, loss="cispo", clip_eps_high=0.28)
+    (grad,) = torch.autograd.grad(loss, logp)
+    assert abs(grad.item() + 1.28) < 1e-12  # -sg(min(ρ, 1 + 0.28))·A·∇log π
+    torch.manual_seed(0)
+    mask = lengths_mask([3, 1, 4, 2], 4)  # (N, T)
+    logp = (torch.randn(4, 4, dtype=F64) - 1).requires_grad_()
+    old = logp.detach() + 0.1 * torch.randn(4, 4, dtype=F64)
+    ref = logp.detach() + 0.3 * torch.randn(4, 4, dtype=F64)
+    adv = t(0.7, -0.2, -0.9, 0.4)
+    w = tis_weights(old, old + 0.2 * torch.randn(4, 4, dtype=F64), 2.0)  # (N, T)
+    mean_w = ((w * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True)).expand(4, 4)  # (N, T)
+    for agg in AGGS:
+        kw = dict(ratio="seq", agg=agg, max_len=4, clip_eps=0.02)
+        per_token, _ = grpo_loss(logp, old, ref, adv, mask, weight=w, **kw)
+        mean, _ = grpo_loss(logp, old, ref, adv, mask, weight=mean_w, **kw)
+        assert abs(per_token.item() - mean.item()) < 1e-14
+        g_tok, g_mean = (torch.autograd.grad(x, logp)[0] for x in (per_token, mean))
+        assert torch.allclose(g_tok, g_mean, atol=1e-14, rtol=0), agg
+        token = {**kw, "ratio": "token"}  # there the weights do not act as their mean: the test can fail
+        token_level = grpo_loss(logp, old, ref, adv, mask, weight=w, **token)[0]
+        assert abs(token_level - grpo_loss(logp, old, ref, adv, mask, weight=mean_w, **token)[0]) > 1e-6

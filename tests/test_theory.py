@@ -9,6 +9,8 @@ group_advantages, grpo_loss, kl_penalty, aggregate) and autograd; masks come fro
    importance weights for answers sampled from π_old.
 5. Issue 32's general cases: dynamic sampling's accuracy and dead fractions, loo and a reward's scale under AdamW
    with β > 0, the dead chance of a reward of several values, the README's statistics, and what eps alone does.
+6. Issue 38's: dead groups at β > 0, CISPO's normaliser against MiniMax-M1's, the overlong penalty on a 0/1 reward,
+   twelve rows paired with one GRPO evaluation, what TIS weights correct, the README table's dead groups.
 """
 
 import functools
@@ -20,7 +22,7 @@ import torch
 from bench_variants import mcnemar_exact, paired_bootstrap
 
 from advantage import dead_groups, group_advantages, group_stats
-from grpo import AGGS, aggregate, grpo_loss, kl_penalty, token_logprobs
+from grpo import AGGS, aggregate, grpo_loss, kl_penalty, tis_weights, token_logprobs
 
 F64 = torch.float64
 
@@ -880,3 +882,214 @@ def test_eps_alone_does_not_make_a_dead_group_0_the_dead_group_rule_does(monkeyp
         assert torch.equal(group_advantages(inexact, 3, eps=eps), hand[eps])
     assert torch.equal(group_advantages(exact, 3, eps=1e-4), torch.zeros(3, dtype=F64))
     assert torch.isnan(group_advantages(exact, 3, eps=0.0)).all()
+
+
+# ----------------------------------------------------------------------------- issue 38's general cases
+
+
+def dead_and_live(agg, beta, lengths, dead, G=2, seed=0):
+    """The gradient (N, T) of grpo_loss on groups of G answers with these lengths, the groups in `dead` given one
+    reward to all their answers, and the live groups' gradient when the loss sees them alone."""
+    torch.manual_seed(seed)
+    N, T = len(lengths), max(lengths)
+    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (N, T)
+    logp = (torch.randn(N, T, dtype=F64) - 1).requires_grad_()
+    ref = logp.detach() + 0.3 * torch.randn(N, T, dtype=F64)
+    rewards = torch.rand(N, dtype=F64)
+    for b in dead:
+        rewards[b * G : (b + 1) * G] = 1.0
+    adv = group_advantages(rewards, G)  # (N,)
+    loss, _ = grpo_loss(logp, logp.detach(), ref, adv, mask, beta=beta, agg=agg, max_len=T)
+    (grad,) = torch.autograd.grad(loss, logp)
+    live = torch.tensor([i // G not in dead for i in range(N)])  # (N,)
+    alone, _ = grpo_loss(
+        logp[live], logp[live].detach(), ref[live], adv[live], mask[live], beta=beta, agg=agg, max_len=T
+    )
+    (grad_alone,) = torch.autograd.grad(alone, logp)
+    return grad, grad_alone, live, mask
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_a_dead_group_teaches_nothing_only_at_beta_0_and_dilutes_the_live_ones_at_every_beta(agg):
+    """A dead group (all rewards equal, advantage 0) gets no policy gradient. At β = 0 its answers get no gradient
+    at all; at β > 0 its tokens still get the KL term's. Counted in the denominators, it shrinks the live groups'
+    policy gradient by the live share of the step: of the answers under "grpo" and "dr_grpo", of the tokens under
+    "dapo" (half the groups dead: half the gradient, when their answers are as long). Every dead share of 4 groups."""
+    lengths = [3, 1, 2, 4, 4, 2, 1, 3]
+    for dead in ([0], [1, 2], [0, 1, 3]):
+        for beta in (0.0, 0.04):
+            grad, grad_alone, live, mask = dead_and_live(agg, beta, lengths, dead)
+            dead_rows = ~live
+            if beta == 0:
+                assert grad[dead_rows].abs().max() == 0
+                share = live.sum().item() / len(live) if agg != "dapo" else mask[live].sum().item() / mask.sum().item()
+                assert torch.allclose(grad, share * grad_alone, atol=1e-15, rtol=0)
+            else:
+                assert grad[dead_rows][mask[dead_rows]].abs().min() > 0  # the KL term's, on every token
+    _, _, live, mask = dead_and_live(agg, 0.0, [2] * 8, [0, 1])
+    assert live.sum() / len(live) == mask[live].sum() / mask.sum() == 0.5
+
+
+def test_the_cispo_row_differs_from_minimax_m1_by_its_normaliser():
+    """MiniMax-M1 divides CISPO's sum by the step's token count (agg="dapo"); the variant table's CISPO row keeps the
+    per-answer mean ("grpo"). Both gradients, policy and KL terms alike, differ token by token by the factor
+    Σ_j |o_j| / (N·|o_i|): equal only where an answer is as long as the step's mean answer. Lengths 1-4, N = 4."""
+    for lengths in itertools.product(range(1, 5), repeat=4):
+        lengths = torch.tensor(lengths)
+        N, T = len(lengths), int(lengths.max())
+        mask = torch.arange(T)[None, :] < lengths[:, None]  # (N, T)
+        torch.manual_seed(int(lengths @ torch.tensor([1, 5, 25, 125])))
+        logp = (torch.randn(N, T, dtype=F64) - 1).requires_grad_()
+        old = logp.detach() + 0.2 * torch.randn(N, T, dtype=F64)
+        ref = logp.detach() + 0.3 * torch.randn(N, T, dtype=F64)
+        adv = torch.randn(N, dtype=F64)
+        grads = {}
+        for agg in ("grpo", "dapo"):
+            loss, _ = grpo_loss(logp, old, ref, adv, mask, loss="cispo", clip_eps_high=0.2, agg=agg)
+            grads[agg] = torch.autograd.grad(loss, logp)[0]
+        factor = (lengths.sum() / (N * lengths.to(F64)))[:, None].expand(N, T)  # (N, T)
+        assert torch.allclose(grads["grpo"][mask], (factor * grads["dapo"])[mask], atol=1e-14, rtol=1e-12)
+
+
+def test_the_overlong_penalty_on_a_0_1_reward_weighs_twice_what_it_does_on_dapos_plus_minus_1():
+    """DAPO adds its penalty (0 down to -1) to a reward of ±1; here the verifier pays 0 or 1, so against the
+    reward's range the penalty weighs twice as much: a right answer that reaches the limit scores 0, as a short wrong
+    one does, where under ±1 it scores midway between right and wrong. Every length and cache up to 16 tokens."""
+    from reward import overlong_penalty
+
+    for max_len in range(2, 17):
+        for cache in range(1, max_len):
+            lengths = torch.arange(1, max_len + 1)
+            pen = overlong_penalty(lengths, max_len, cache).to(F64)  # (max_len,)
+            for right, wrong in ((1.0, 0.0), (1.0, -1.0)):
+                share = -pen / (right - wrong)  # the penalty against the reward's range
+                assert torch.allclose(share, -pen / (2.0 if wrong else 1.0))
+                assert (right + pen[-1]).item() == (0.0 if wrong else wrong)  # right at the limit: 1 - 1
+            assert (pen <= 0).all() and pen[-1] == -1
+
+
+def paired_rows_simulation(paired, trials=2000, rows=12, n=600, a=0.5, b=0.75, seed=0, alpha=0.05):
+    """The share of trials in which some of `rows` McNemar tests (bench_variants.mcnemar_exact) gives p < alpha
+    when no row differs from GRPO: each of n problems has a chance p ~ Beta(a, b) (mean 0.4, about 160 discordant
+    pairs of 600, as in the variant table), and every run of every row is an independent draw with that chance.
+    paired: all rows compared with one GRPO evaluation, as the table does; else each row with one of its own.
+    Returns the share and the mean number of discordant pairs."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # Beta draws from the global stream
+    chance = torch.distributions.Beta(torch.tensor(float(a)), torch.tensor(float(b))).sample((trials, 1, n))
+    grpo = torch.rand(trials, 1 if paired else rows, n, generator=g) < chance  # (trials, 1 or rows, n)
+    row = torch.rand(trials, rows, n, generator=g) < chance  # (trials, rows, n)
+    only_row = (row & ~grpo).sum(-1)  # (trials, rows) b
+    only_grpo = (~row & grpo).sum(-1)  # c
+    total = only_row + only_grpo  # (trials, rows)
+    crit = torch.full((n + 1,), -1)  # the largest min(b, c) that rejects, for each number of discordant pairs
+    for t in total.unique().tolist():
+        lo, hi = -1, t // 2  # p grows with min(b, c): bisect for the last k with p < alpha
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if mcnemar_exact(mid, t - mid) < alpha else (lo, mid - 1)
+        crit[t] = lo
+    reject = torch.minimum(only_row, only_grpo) <= crit[total]  # (trials, rows)
+    return reject.any(1).double().mean().item(), total.double().mean().item()
+
+
+def test_twelve_rows_paired_with_one_grpo_evaluation_give_a_chance_p_less_often_than_independent_rows():
+    """The table's 12 rows are all compared with the same GRPO evaluation, so their tests depend on each other
+    (positively: a GRPO evaluation that was lucky on some problems makes every row look worse there). With no true
+    difference, some p < 0.05 then comes about 27% of the time, against about 41% for 12 independent comparisons in
+    the same simulation (37% with the table's own counts: the test above), below 1 - 0.95^12 = 46% either way."""
+    paired, discordant = paired_rows_simulation(paired=True)
+    independent, _ = paired_rows_simulation(paired=False)
+    assert 130 < discordant < 190  # the table's 115-194
+    assert round(paired, 2) == 0.27 and round(independent, 2) == 0.41, (paired, independent)
+    assert paired < independent - 0.05 and independent < 1 - 0.95**12
+
+
+TWO_TOKENS = torch.tensor(list(itertools.product(range(2), repeat=2)))  # (4, 2) the answers "aa", "ab", "ba", "bb"
+
+
+def two_token_answer_logprobs(theta):
+    """(4, 2) token log-probs of the four two-token answers: theta (6,) = first-token logits (2,), then the
+    second token's logits (2, 2) after each first token."""
+    logits = torch.stack([theta[:2].expand(4, 2), theta[2:].view(2, 2)[TWO_TOKENS[:, 0]]], dim=1)  # (4, 2, V=2)
+    return token_logprobs(logits, TWO_TOKENS)  # (4, 2)
+
+
+def sampler_gap_gradient(theta, gap, rewards, weigh):
+    """The expected gradient (6,) of grpo_loss (μ = 1, β = 0, advantage = reward, agg="dr_grpo": a constant weight)
+    over answers drawn from the sampler, softmax(theta + gap), with tis_weights per token ("token"), the product
+    of an answer's ratios on each of its tokens ("answer"), none ("none"), or drawn from π_old itself ("target")."""
+    theta = theta.clone().requires_grad_()
+    logp = two_token_answer_logprobs(theta)  # (4, 2)
+    old = logp.detach()
+    sampler = two_token_answer_logprobs(theta.detach() + gap)  # (4, 2)
+    weights = {
+        "token": tis_weights(old, sampler, 1e9),
+        "answer": tis_weights(old.sum(1, keepdim=True), sampler.sum(1, keepdim=True), 1e9).expand(4, 2),
+        "none": None,
+        "target": None,
+    }
+    prob = (old if weigh == "target" else sampler).sum(1).exp()  # (4,) the chance of each answer
+    total = 0.0
+    for i in range(4):
+        w = None if weights[weigh] is None else weights[weigh][i : i + 1]
+        ones = torch.ones(1, 2, dtype=torch.bool)
+        loss, _ = grpo_loss(logp[i : i + 1], old[i : i + 1], None, rewards[i : i + 1], ones, beta=0.0, weight=w, **DR)
+        total = total + prob[i] * loss
+    return torch.autograd.grad(total, theta)[0]
+
+
+DR = dict(agg="dr_grpo", max_len=2)
+
+
+def test_tis_weights_correct_one_token_answers_exactly_and_longer_ones_only_by_the_whole_answers_ratio():
+    """grpo.tis_weights, min(π_old/π_sampler, C) per token, corrects the sampler's gap exactly for one-token answers
+    (there the token's ratio is the answer's). Over two-token answers the prefix and the rest of the answer came
+    from the sampler too: the product of the ratios over the whole answer corrects exactly, per-token weights do not,
+    and their error may be smaller or larger than no correction at all (0.12 to 1.08 times it in these 8 examples)."""
+    torch.manual_seed(0)
+    ratios = []
+    for _ in range(8):
+        theta, rewards, gap = torch.randn(6, dtype=F64), torch.randn(4, dtype=F64), 0.3 * torch.randn(6, dtype=F64)
+        g = {weigh: sampler_gap_gradient(theta, gap, rewards, weigh) for weigh in ("target", "none", "token", "answer")}
+        assert torch.allclose(g["answer"], g["target"], atol=1e-14)
+        assert (g["token"] - g["target"]).norm() > 1e-4
+        ratios.append(((g["token"] - g["target"]).norm() / (g["none"] - g["target"]).norm()).item())
+    assert round(min(ratios), 2) == 0.12 and round(max(ratios), 2) == 1.08, ratios
+    # one-token answers: V = 3 tokens, the token's ratio is the answer's
+    theta, gap, rewards = torch.tensor([0.5, -0.2, 0.1], dtype=F64), torch.tensor([0.3, 0.0, -0.4], dtype=F64), R[:3]
+    expected = {}
+    for weigh in ("target", "token"):
+        s = theta.clone().requires_grad_()
+        logp = token_logprobs(s.expand(3, 1, 3), torch.arange(3)[:, None])  # (3, 1) each answer one token
+        sampler = token_logprobs((theta + gap).expand(3, 1, 3), torch.arange(3)[:, None])  # (3, 1)
+        prob = (logp.detach() if weigh == "target" else sampler).exp()[:, 0]  # (3,)
+        w = None if weigh == "target" else tis_weights(logp.detach(), sampler, 1e9)
+        total = 0.0
+        for i in range(3):
+            wi = None if w is None else w[i : i + 1]
+            ones = torch.ones(1, 1, dtype=torch.bool)
+            loss, _ = grpo_loss(
+                logp[i : i + 1], logp[i : i + 1].detach(), None, rewards[i : i + 1], ones, beta=0.0, weight=wi
+            )
+            total = total + prob[i] * loss
+        expected[weigh] = torch.autograd.grad(total, s)[0]
+    assert torch.allclose(expected["token"], expected["target"], atol=1e-15)
+
+
+def test_the_readmes_variant_table_has_the_most_dead_groups_in_the_cispo_row_and_beta_0_next():
+    """The README's sentence on dead groups, read against its own table's `dead` column: β = 0 has more than GRPO,
+    and CISPO, not β = 0, the most."""
+    import os
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
+        lines = [line for line in f if line.startswith("| ") and line.count("|") == 10]
+    header = [c.strip() for c in lines[0].strip().strip("|").split("|")]
+    rows = {}
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] != "---" and not cells[0].startswith("--"):
+            rows[cells[0]] = float(cells[header.index("dead")])
+    assert len(rows) == 13 and max(rows, key=rows.get) == "CISPO, μ = 4", rows
+    ranked = sorted(rows, key=rows.get, reverse=True)
+    assert ranked[1] == "β = 0" and rows["β = 0"] > rows["GRPO"]

@@ -580,6 +580,43 @@ def test_the_trainer_scores_at_the_sampling_temperature(tmp_path, task):
     assert r.returncode == 0, r.stderr
     assert all(t["logp_gap"] < 1e-4 for t in records(out, "train")), [t["logp_gap"] for t in records(out, "train")]
     assert "WARNING" not in r.stdout
+    assert records(out, "train")[0]["kl"] < 1e-7  # π_ref is π_θ at step 1: scored at 0.7 too (at τ = 1: 0.05)
+
+
+def test_the_logged_entropy_is_a_token_mean_and_tis_weighs_by_pi_old_over_the_sampler(tmp_path, task, monkeypatch):
+    """train.py's own arithmetic, with numbers it cannot guess. The sampler is made to report each sampled token
+    0.5 nats less likely than it was (a gap of known size and sign): --tis 2 must weigh by π_old/π_sampler = e^0.5,
+    not its inverse e^-0.5. Each token's entropy is made 1/|o_i|, its answer's length (every answer's tokens sum to
+    1): the step's token mean is N/Σ|o_i| = 1/len, a mean of per-answer means would be mean(1/|o_i|), larger when
+    the lengths differ (they do: the second group is cut a token short)."""
+    plain_generate = sample.generate
+    plain_score = sample.Rollout.score
+
+    def gapped(*a, **kw):
+        roll = plain_generate(*a, **kw)
+        roll.logprobs = roll.logprobs - 0.5 * roll.completion_mask  # (N, T) the sampler's "own numbers"
+        return roll
+
+    def shortened(self, net, rows, temperature, autocast=None, with_entropy=False):
+        if not with_entropy:
+            return plain_score(self, net, rows, temperature, autocast, with_entropy)
+        logp, H = plain_score(self, net, rows, temperature, autocast, with_entropy)
+        return logp, (1 / self.lengths[rows].float())[:, None].expand_as(H)  # (n, T)
+
+    def cut(*a, **kw):  # rows 8-15 lose their last token, so that the answers' lengths differ
+        roll = gapped(*a, **kw)
+        last = roll.lengths - 1  # (N,)
+        roll.completion_mask[8:16].scatter_(1, last[8:16, None], False)
+        return roll
+
+    monkeypatch.setattr(sample, "generate", cut)
+    monkeypatch.setattr(sample.Rollout, "score", shortened)
+    out = str(tmp_path / "out")
+    r = here(*task, "--batch_prompts", "2", "--steps", "1", "--tis", "2", "--micro_batch", "4", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    rec = records(out, "train")[0]
+    assert abs(rec["weight_mean"] - math.exp(0.5)) < 1e-4, rec["weight_mean"]  # inverted: 0.61
+    assert abs(rec["entropy"] - 1 / rec["len"]) < 1e-6, (rec["entropy"], rec["len"])
 
 
 def test_every_stat_of_grpo_loss_reaches_the_log(tmp_path, task, monkeypatch):
