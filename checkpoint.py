@@ -381,10 +381,13 @@ def load_model(path, device="cpu"):
 
 if __name__ == "__main__":  # python checkpoint.py export CKPT DIR
     cli = argparse.ArgumentParser(
-        description="Write a checkpoint as Hugging Face's GPT-2 folder (load_model, then hf.export)."
+        description="Write a checkpoint as Hugging Face's GPT-2 folder (load_model, then hf.export).",
+        allow_abbrev=False,
     )
     commands = cli.add_subparsers(dest="command", required=True)
-    export = commands.add_parser("export", help="write DIR: config.json, model.safetensors, the tokenizer's files")
+    export = commands.add_parser(
+        "export", help="write DIR: config.json, model.safetensors, the tokenizer's files", allow_abbrev=False
+    )
     export.add_argument("ckpt", help="a nanogrpo checkpoint (out/ckpt.pt), or GPT-2's files")
     export.add_argument("dir", help="the folder to write: new, empty, or an earlier export (replaced)")
     args = cli.parse_args()

@@ -282,6 +282,18 @@ def test_user_errors_are_one_line_messages(tmp_path):
         assert one_line_error(r, words), (flags, r.stderr)
 
 
+def test_an_abbreviated_flag_is_refused_by_every_command_line(tmp_path, monkeypatch):
+    """argparse would take --temp for --temperature (allow_abbrev): a typo'd or shortened flag is refused instead."""
+    r = here(*TINY, "--temp", "0.5", "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"))
+    assert one_line_error(r, "unrecognized arguments: --temp 0.5"), r.stderr
+    for script, flags in (("sample.py", ["--temp", "0", "q"]), ("checkpoint.py", ["--h", "export", "a.pt", "hf"])):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            monkeypatch.setattr(sys, "argv", [script, *flags])  # the command line in this process: quicker
+            runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+        assert e.value.code == 2 and f"unrecognized arguments: {flags[0]}" in err.getvalue(), err.getvalue()
+
+
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, task, monkeypatch, where):
     """Sizes too large for this machine's memory: torch's allocator refuses, and the run ends in one line naming the
