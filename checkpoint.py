@@ -26,6 +26,7 @@ import reprlib
 import shutil
 import signal
 import sys
+import warnings
 
 if os.name == "posix":
     import fcntl  # file locks: the out_dir lock
@@ -113,7 +114,9 @@ def _torch_load(path, mmap=False):
     try:
         with open(path, "rb") as f:
             zipped = f.read(4) == b"PK\x03\x04"  # torch's format since 1.6; older files cannot be mapped
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipped)
+        with warnings.catch_warnings():  # a plain pickle's protocol makes torch warn, then fail or be refused below
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipped)
     except MemoryError:
         raise
     except Exception as e:  # garbage raises anything from UnpicklingError to IndexError or KeyError

@@ -13,11 +13,13 @@ import errno
 import json
 import math
 import os
+import pickle
 import re
 import runpy
 import struct
 import subprocess
 import sys
+import warnings
 
 import pytest
 import tiktoken
@@ -521,6 +523,18 @@ class Payload:
 
     def __reduce__(self):
         return os.mkdir, (self.marker,)
+
+
+def test_a_plain_pickle_is_refused_in_one_line_without_torchs_warning(tmp_path):
+    """pickle.dump's protocol 4 (not torch's 2) makes torch's safe unpickler warn: the one-line error is all."""
+    path = tmp_path / "plain.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"model": 1, "config": {}}, f, protocol=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(LoadError, match="plain.pkl"):
+            load_model(path)
+    assert not caught, [str(w.message)[:80] for w in caught]
 
 
 def test_no_code_is_unpickled(tmp_path):
