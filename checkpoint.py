@@ -151,8 +151,7 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its content does not match its digest; use another copy or an earlier checkpoint")
     if cfg.n_layer > len(state):  # each layer has tensors of its own: an absurd n_layer is refused unbuilt
         raise LoadError(f"{path}: its config has {cfg.n_layer} layers but the file only {len(state)} tensors: damaged")
-    with torch.device("meta"):  # shapes only: nothing is allocated, whatever the config says
-        want = {k: tuple(t.shape) for k, t in GPT(cfg).state_dict().items()}
+    want = {k: tuple(t.shape) for k, t in hf.meta_model(cfg, path).state_dict().items()}  # shapes only: no memory
     got = {k: tuple(t.shape) for k, t in state.items()}
     for k in sorted(want.keys() | got.keys()):
         if want.get(k) != got.get(k):
@@ -376,6 +375,7 @@ def load_model(path, device="cpu"):
     if config.vocab_size != enc.n_vocab:
         n = config.vocab_size
         raise LoadError(f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}: use its vocab.json")
+    hf.check_memory(config, device, file)  # before the weights are allocated
     with torch.device(device):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)

@@ -24,7 +24,7 @@ import sys
 import tiktoken
 import torch
 
-from model import GPT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, is_byte_bpe
+from model import GPT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, device_memory, is_byte_bpe
 
 
 class LoadError(ValueError):
@@ -209,8 +209,8 @@ def gpt2_weights(tensors, folder, path):
     if not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{cfg_path}: nanogrpo_prompt {reprlib.repr(prompt)} lacks {{question}}; fix it or remove it")
     config = GPTConfig(block_size=got.pop("n_positions"), **got, n_head=n_head, bias=True)  # got: the other sizes
-    with torch.device("meta"):  # the state dict, checked against a model of shapes only: nothing allocated yet
-        ours = {k.removeprefix("transformer."): tuple(t.shape) for k, t in GPT(config).state_dict().items()}
+    # the state dict, checked against a model of shapes only: nothing allocated yet
+    ours = {k.removeprefix("transformer."): tuple(t.shape) for k, t in meta_model(config, path).state_dict().items()}
     expected = {k: s[::-1] if k.endswith(CONV1D) else s for k, s in ours.items()}  # {Hugging Face name: shape}
     state = {}
     for name, t in weights.items():
@@ -230,6 +230,30 @@ def gpt2_weights(tensors, folder, path):
         raise LoadError(f"{path} lacks {missing[0]} ({len(missing)} tensors missing); download it again")
     state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as GPT-2
     return config, state, prompt
+
+
+def meta_model(config, path):
+    """GPT(config) on the meta device: its shapes and parameter count, nothing allocated; LoadError when a size that
+    `path` gave makes a tensor of more than 2^63 bytes, which torch refuses even there ("Storage size ... overflowed")."""
+    try:
+        with torch.device("meta"):
+            return GPT(config)
+    except (RuntimeError, OverflowError, ValueError) as e:
+        why = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+        raise LoadError(f"{path}: its sizes cannot be built ({why}); the file is damaged or not for this model") from e
+
+
+def check_memory(config, device, path):
+    """LoadError unless `device` can hold the float32 weights of GPT(config) (model.device_memory; where that is
+    unknown, no check): sizes from a file are checked before anything is allocated. Returns the bytes needed."""
+    need = 4 * meta_model(config, path).num_params()
+    have = device_memory(device)
+    if have is not None and need > have:
+        raise LoadError(
+            f"{path}: its weights need {need / 2**30:.1f} GiB, {device} has {have / 2**30:.1f} GiB: use a device with "
+            "more memory, or a smaller model"
+        )
+    return need
 
 
 def weights_file(path):

@@ -676,6 +676,7 @@ def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_pat
         ),
         (dict(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=10**7), "does not fit its tensors"),
         (dict(block_size=10**12, vocab_size=257, n_layer=1, n_head=1, n_embd=8), "does not fit its tensors"),
+        (dict(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=2**40), "sizes cannot be built"),  # 2^83 B
     ):
         torch.save(signed({**base, "config": config}), tmp_path / "x.pt")
         with pytest.raises(LoadError, match=expect):
@@ -685,6 +686,24 @@ def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_pat
     folder, _ = gpt2_folder(tmp_path / "many", edit=lambda t: t.update({"h.999999.ln_1.bias": torch.zeros(128)}))
     with pytest.raises(LoadError, match="without gaps"):
         load_model(folder)
+
+
+def test_weights_larger_than_the_device_are_refused_before_allocation(tmp_path, monkeypatch, capsys):
+    """load_model (and so train.py --init_from, sample.py and the export) checks the weights' bytes against
+    model.device_memory before it builds the model: one line, not the allocator's traceback."""
+    ckpt = tmp_path / "ckpt.pt"
+    model = small_checkpoint(ckpt)
+    need = 4 * model.num_params()
+    monkeypatch.setattr(hf, "device_memory", lambda device: need - 1)
+    with pytest.raises(LoadError, match="weights need .* GiB, cpu has"):
+        load_model(ckpt)
+    script = os.path.join(ROOT, "checkpoint.py")
+    monkeypatch.setattr(sys, "argv", [script, "export", str(ckpt), str(tmp_path / "hf")])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(script, run_name="__main__")
+    assert str(e.value.code).startswith("error: ") and "GiB" in str(e.value.code) and not (tmp_path / "hf").exists()
+    monkeypatch.setattr(hf, "device_memory", lambda device: need)
+    assert load_model(ckpt)[0].num_params() == model.num_params()
 
 
 def test_overlapping_safetensors_ranges_are_refused(tmp_path):
