@@ -166,6 +166,9 @@ def load_checkpoint(path, mmap=False, resume=False):
     bad = [k for k, kind in TRAIN_KEYS.items() if not isinstance(ckpt.get(k, ...), kind)]
     if resume and bad:
         raise LoadError(f"{path}: no training state to resume ({bad[0]} is missing or mistyped); use it as --init_from")
+    # the digest finds damage, not intent: what a resume reads is checked too (shapes: restore_training)
+    if resume and (ckpt["step"] < 0 or ckpt["log_bytes"] < 0):
+        raise LoadError(f"{path}: its step {ckpt['step']} or log size {ckpt['log_bytes']} is negative: start afresh")
     return ckpt
 
 
@@ -203,6 +206,31 @@ def restore(module, state, path):
         raise LoadError(f"{path} holds non-finite weights (NaN or inf); it is damaged: use another copy")
 
 
+def _optimizer_misfit(state, params):
+    """Why an optimizer's state dict {"state": {id: {name: tensor}}, "param_groups": [{"params": [id]}]} does not fit
+    `params` (torch's load_state_dict counts them but leaves shapes to the first step), or None: each parameter's
+    tensors but "step" have its shape, are finite, and AdamW's second moment is not negative."""
+    groups = state.get("param_groups")
+    saved = state.get("state")
+    if not (isinstance(groups, list) and all(isinstance(g, dict) for g in groups) and isinstance(saved, dict)):
+        return "not an optimizer's state dict"
+    ids = [i for g in groups for i in (g.get("params") if isinstance(g.get("params"), list) else [None])]
+    if len(ids) != len(params) or not set(saved) <= set(ids):
+        return f"{len(ids)} parameters, this model has {len(params)}"
+    for i, q in zip(ids, params):
+        moments = saved.get(i, {})
+        if not isinstance(moments, dict):
+            return f"parameter {i} has no state dict"
+        for name, t in moments.items():
+            if name == "step":
+                continue
+            if not isinstance(t, torch.Tensor) or t.shape != q.shape:
+                return f"parameter {i}'s {name} is not a tensor of shape {tuple(q.shape)}"
+            if not torch.isfinite(t).all() or (name == "exp_avg_sq" and (t < 0).any()):
+                return f"parameter {i}'s {name} is not finite, or a second moment is negative"
+    return None
+
+
 def restore_training(ckpt, path, optimizer, ref, task_key):
     """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from.
     task_key is the run's task now (reward.Task.key): another than the checkpoint's is refused."""
@@ -210,6 +238,9 @@ def restore_training(ckpt, path, optimizer, ref, task_key):
         raise LoadError(
             f"the task changed since {path} was written (another --data content or task flag); start afresh"
         )
+    why = _optimizer_misfit(ckpt["optimizer"], [q for group in optimizer.param_groups for q in group["params"]])
+    if why:
+        raise LoadError(f"{path}: its optimizer state does not fit this model ({why}); start a fresh run")
     try:
         optimizer.load_state_dict(ckpt["optimizer"])
     except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:

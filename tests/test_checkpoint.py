@@ -665,6 +665,41 @@ def test_resume_refuses_a_missing_or_mistyped_training_key(tmp_path, key):
             load_checkpoint(path, resume=True)
 
 
+def test_resume_checks_the_values_it_reads_whatever_the_digest_says(tmp_path):
+    """A crafted checkpoint signed anew passes the digest: its step, log size and optimizer state are checked too."""
+    path = tmp_path / "ckpt.pt"
+    ckpt = train_checkpoint(path)
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    wide = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=16))
+    wide(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    other = torch.optim.AdamW(wide.parameters())
+    other.step()  # the same parameters in number, not in shape
+
+    def moments(edit):
+        state = torch.load(path, weights_only=True)["optimizer"]
+        edit(state["state"][0])
+        return state
+
+    cases = {
+        "step": (dict(step=-5), "step -5 or log size 120 is negative"),
+        "log size": (dict(log_bytes=-1), "is negative"),
+        "another model's optimizer": (dict(optimizer=other.state_dict()), "not a tensor of shape"),
+        "a NaN moment": (dict(optimizer=moments(lambda m: m["exp_avg"].view(-1)[0].fill_(math.nan))), "finite"),
+        "a negative second moment": (dict(optimizer=moments(lambda m: m["exp_avg_sq"].fill_(-1.0))), "negative"),
+        "a moment too many": (dict(optimizer=moments(lambda m: m.update(extra=torch.zeros(3)))), "extra"),
+    }
+    for name, (change, expect) in cases.items():
+        crafted = {k: v for k, v in ckpt.items() if k != "digest"} | change
+        torch.save(signed(crafted), path)
+        with pytest.raises(LoadError, match=expect):
+            got = load_checkpoint(path, resume=True)
+            optimizer = torch.optim.AdamW(model.parameters())
+            checkpoint.restore_training(got, path, optimizer, reference(1, model.config), "builtin")
+    torch.save(signed({k: v for k, v in ckpt.items() if k != "digest"}), path)  # as train.py wrote it: restored
+    optimizer = torch.optim.AdamW(model.parameters())
+    assert checkpoint.restore_training(load_checkpoint(path, resume=True), path, optimizer, model, "builtin") == 3
+
+
 def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_path):
     """Sizes come from the file; they are checked against the tensors present (on the meta device) first."""
     model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
