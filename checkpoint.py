@@ -73,9 +73,11 @@ def digest(ckpt):
 
 
 def atomic_save(obj, path):
-    """torch.save(obj, path), all or nothing: a temp file (named with the PID), flushed to disk, renamed over `path`."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """torch.save(obj, path), all or nothing: a temp file (hf.temp_name), flushed to disk, renamed over `path`. A temp
+    file that a killed writer left (this process's or a dead one's, a regular file) is removed first."""
+    tmp = hf.temp_name(path)
     try:
+        hf.remove_stale_temps(path, hf.is_regular_file)
         with open(tmp, "wb") as f:
             torch.save(obj, f)
             f.flush()
@@ -275,6 +277,8 @@ class RunDir:
             raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
         if not resume and os.path.exists(self.ckpt):
             os.remove(self.ckpt)
+        for path in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
+            hf.remove_stale_temps(path, hf.is_regular_file)
 
     def check_space(self, num_params, ref):
         """OSError unless the disk holds a checkpoint (weights, `ref`, AdamW's moments), its temp copy, a warm start."""

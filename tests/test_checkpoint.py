@@ -608,6 +608,34 @@ def test_torch_writer_error_is_one_line_os_error(tmp_path, monkeypatch):
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"]
 
 
+def test_a_killed_writers_temp_file_is_removed_by_the_next_save_and_nothing_else(tmp_path):
+    """kill -9 between the temp file's write and its rename leaves ckpt.pt.PID.tmp: the next save (and a run's
+    out_dir, for warmstart.pt's) removes a dead writer's; a live writer's, a link, a folder, another name stay."""
+    path = tmp_path / "ckpt.pt"
+    small_checkpoint(path)
+    pid = killed((1, "before"), lambda: small_checkpoint(path, **{"transformer.ln_f.bias": 1.0}))
+    assert (tmp_path / f"ckpt.pt.{pid}.tmp").is_file()
+    (tmp_path / f"warmstart.pt.{pid}.tmp").write_bytes(b"a killed warm start's")
+    dead = killed((1, "before"), lambda: os.rename(tmp_path / "a", tmp_path / "b"))  # another dead process
+    (tmp_path / "note").write_text("keep")
+    planted = [
+        f"ckpt.pt.{dead}.tmp.bak",
+        "ckpt.pt.1.tmp",
+        "ckpt.pt.x.tmp",
+        f"xckpt.pt.{dead}.tmp",
+        f"ckpt.pt.{dead}.old",
+    ]
+    for name in planted:
+        (tmp_path / name).write_text("keep")
+    (tmp_path / f"warmstart.pt.{dead}.tmp").symlink_to(tmp_path / "note")  # a link: the project writes none
+    (tmp_path / f"ckpt.pt.{dead}.tmp").mkdir()  # a folder: not a temp file
+    small_checkpoint(path)
+    RunDir(str(tmp_path), resume=True)
+    planted += [f"warmstart.pt.{dead}.tmp", f"ckpt.pt.{dead}.tmp", "note"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt.pt", "run.lock", *planted])
+    assert (tmp_path / "note").read_text() == "keep" and load_checkpoint(path)
+
+
 # ----------------------------------------------------------------------------- what a resume reads is checked
 
 
@@ -1006,7 +1034,7 @@ def test_export_replaces_an_earlier_export_and_refuses_other_folders(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "mine", "no_bias.pt", "other.pt"]  # no temp folder left
 
 
-@pytest.mark.parametrize("failure", ["disk full", "rename refused"])
+@pytest.mark.parametrize("failure", ["disk full", "rename refused", "rename refused, no swap"])
 def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path, monkeypatch, failure):
     ckpt, model, enc = exported_model("bytes", tmp_path)
     out = tmp_path / "hf"
@@ -1030,6 +1058,7 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
         monkeypatch.setattr(hf, "write_safetensors", full_disk)
     else:
         monkeypatch.setattr(os, "rename", refused)
+        monkeypatch.setattr(hf, "_exchange", refused if failure == "rename refused" else lambda a, b: False)
     with pytest.raises(OSError) as e:
         export_hf(tmp_path / "other.pt", out)
     monkeypatch.undo()
@@ -1037,6 +1066,102 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
     assert "\n" not in msg and f"cannot write {out}" in msg and ("No space" in msg or "Permission" in msg), msg
     assert {name: (out / name).read_bytes() for name in HF_FILES} == before
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "other.pt"]
+
+
+def killed(at, call, *args):
+    """call(*args) in a forked process that kill -9's itself (os._exit: no cleanup runs) around its `at` = (n, when)
+    n-th rename, replace or swap: "before" it, or "after" it. Returns that process's id, now dead."""
+    n, when = at
+    calls = []
+
+    def hooked(real):
+        def rename(*a):
+            calls.append(a)
+            if len(calls) == n and when == "before":
+                os._exit(9)
+            done = real(*a)
+            if len(calls) == n:
+                os._exit(9)
+            return done
+
+        return rename
+
+    pid = os.fork()
+    if pid == 0:  # the child: it never returns into pytest
+        try:
+            os.rename, os.replace, hf._exchange = hooked(os.rename), hooked(os.replace), hooked(hf._exchange)
+            call(*args)
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] >> 8 == 9, "the process was not killed where asked"
+    return pid
+
+
+def weights(folder):
+    return [t.clone() for t in load_model(folder)[0].state_dict().values()]
+
+
+@pytest.mark.parametrize("at,swap", [((1, "before"), True), ((1, "after"), True), ((2, "after"), False)])
+def test_a_killed_export_leaves_the_old_or_the_new_export_and_the_next_one_cleans_up(tmp_path, monkeypatch, at, swap):
+    """kill -9 at any point of an export: DIR holds the earlier export or the new one, complete; what the killed
+    writer left beside it (DIR.PID.tmp) is removed by the next export, and nothing else is. Where the OS cannot swap
+    two names (swap False: the swap's call says so, then two renames), a kill between the two renames leaves the
+    earlier export as DIR.PID.old, and the next export renames it back first."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    if not hf._exchange(str(tmp_path / "a"), str(tmp_path / "b")):
+        pytest.skip("this file system cannot swap two names in one step")
+    ckpt, model, enc = exported_model("bytes", tmp_path)
+    out = tmp_path / "hf"
+    export_hf(ckpt, out)
+    old = weights(out)
+    save_checkpoint(tmp_path / "other.pt", reference(1, model.config), enc)
+    new = weights(tmp_path / "other.pt")
+    planted = {"hf.1.tmp": "a writer alive (pid 1)", "hf.x.tmp": "no pid", "hf.5.tmp.bak": "another name"}
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text)
+    if not swap:
+        monkeypatch.setattr(hf, "_exchange", lambda a, b: False)
+    pid = killed(at, export_hf, tmp_path / "other.pt", out)
+    left = set(os.listdir(tmp_path)) - {"a", "b", "ckpt.pt", "hf", "other.pt", *planted}
+    assert left == ({f"hf.{pid}.tmp"} if swap else {f"hf.{pid}.tmp", f"hf.{pid}.old"}), left
+    now = weights(out if swap else tmp_path / f"hf.{pid}.old")  # complete, and one of the two
+    assert any(all(torch.equal(a, b) for a, b in zip(now, w)) for w in (old, new))
+    export_hf(tmp_path / "other.pt", out)
+    assert all(torch.equal(a, b) for a, b in zip(weights(out), new))
+    assert sorted(os.listdir(tmp_path)) == sorted(["a", "b", "ckpt.pt", "hf", "other.pt", *planted])
+    assert all((tmp_path / name).read_text() == text for name, text in planted.items())
+
+
+def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path):
+    """DIR a link: the link stays, its target is written. An entry named as an export's file but not a regular file,
+    or Hugging Face's files without nanogrpo's config, are the user's: refused in one line, all left as they were."""
+    ckpt, _, _ = exported_model("bytes", tmp_path)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "link").symlink_to("target")
+    export_hf(ckpt, tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and sorted(os.listdir(tmp_path / "target")) == sorted(HF_FILES)
+    export_hf(ckpt, tmp_path / "link")  # again: an earlier export behind a link
+    assert (tmp_path / "link").is_symlink() and os.readlink(tmp_path / "link") == "target"
+    mine = tmp_path / "d"
+    (mine / "model.safetensors").mkdir(parents=True)  # a user's folder, named like an export's file
+    (mine / "model.safetensors" / "data.bin").write_text("keep")
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "config.json").symlink_to(tmp_path / "target" / "config.json")  # a link to an export's file
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "config.json").write_text('{"model_type": "gpt2"}')  # Hugging Face's, not an export's
+    for folder, expect in (
+        (mine, "'model.safetensors', which is not a file"),
+        (tmp_path / "e", "a link"),
+        (
+            tmp_path / "f",
+            "no nanogrpo_prompt",
+        ),
+    ):
+        with pytest.raises(LoadError, match=expect):
+            export_hf(ckpt, folder)
+    assert (mine / "model.safetensors" / "data.bin").read_text() == "keep"
+    assert (tmp_path / "e" / "config.json").is_symlink() and (tmp_path / "f" / "config.json").read_text()[0] == "{"
 
 
 def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):
