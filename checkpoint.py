@@ -313,7 +313,8 @@ class RunDir:
         when one is due), saves and exits; a second Ctrl-C quits at once (KeyboardInterrupt: one line, excepthook)."""
 
         def request(signum, frame):
-            print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
+            if self.writer:  # under torchrun every rank gets it: rank 0 speaks
+                print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
             self.stopped = True
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -324,7 +325,7 @@ class RunDir:
         at a barrier for rank 0's last evaluation and save, then leaves at once: in the interpreter's ordinary shutdown
         torch's gloo threads can abort (SIGABRT), and torchrun would call the run failed."""
         code = 1 if self.stopped else 0
-        if self.stopped:
+        if self.stopped and self.writer:
             print(f"stopped at step {step}; saved {self.ckpt}, continue with --init_from resume", file=sys.stderr)
         sys.stderr.flush()
         if world > 1:
@@ -341,7 +342,10 @@ class RunDir:
 
 
 def die(msg):
-    """End a command line with one line, `error: msg`: a user's error, never a traceback."""
+    """End a command line with one line, `error: msg`: a user's error, never a traceback. Under torchrun each rank
+    meets the same error: rank 0 says it, the others (RANK > 0) exit with the same code, quietly."""
+    if os.environ.get("RANK", "0") != "0":
+        sys.exit(1)
     sys.exit(f"error: {msg}")
 
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import advantage
+import checkpoint
 import grpo
 import reward
 import sample
@@ -685,6 +686,39 @@ def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
     r = run(*TINY, "--batch_prompts", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume", torchrun=2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2, 3]
+
+
+def test_torchrun_a_users_error_is_one_line_from_rank_0(tmp_path):
+    """Every rank meets an unsplittable --batch_prompts; rank 0 says so, rank 1 exits with the same code quietly.
+    What torchrun adds after it (its ChildFailedError report) is torchrun's own."""
+    r = run(*TINY, "--batch_prompts", "3", "--out_dir", str(tmp_path / "out"), torchrun=2)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode != 0 and errors == ["error: --batch_prompts 3 must be a multiple of the 2 ranks"], r.stderr
+
+
+def test_ctrl_c_lines_come_from_rank_0_only(tmp_path, monkeypatch, capsys):
+    """Under torchrun every rank gets the Ctrl-C: the writer (rank 0) alone says it and how to resume; every rank
+    stops with exit code 1."""
+    for writer in (True, False):
+        run_dir = checkpoint.RunDir(str(tmp_path / "out"), resume=False, writer=writer)
+        saved = signal.getsignal(signal.SIGINT)
+        try:
+            run_dir.catch_ctrl_c()
+            os.kill(os.getpid(), signal.SIGINT)
+        finally:
+            signal.signal(signal.SIGINT, saved)
+        with pytest.raises(SystemExit) as e:
+            run_dir.finish(3, world=1)
+        out = capsys.readouterr()
+        assert e.value.code == 1 and run_dir.stopped
+        lines = (out.out + out.err).splitlines()
+        assert len(lines) == (2 if writer else 0) and all(("Ctrl-C" in x) != ("stopped at" in x) for x in lines), lines
+        del run_dir  # its lock goes with it
+        gc.collect()
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as e:
+        checkpoint.die("said by rank 0")
+    assert e.value.code == 1
 
 
 def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, task):
