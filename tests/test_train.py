@@ -333,8 +333,10 @@ def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
 
 
 def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tmp_path, task, monkeypatch):
-    """The third update blows the weights up to 1e30 times their size (as a far too large --lr does): the next
-    rollout's logits overflow, its log-probs are not finite, and the run stops in one line."""
+    """The third update blows the weights up to 1e30 times their size: the next forward's logits overflow. With μ = 2
+    that is the second update of step 2, whose loss is not finite: it is skipped, and logged so; then the next
+    rollout's log-probs are not finite, and the run stops in one line. No flag within the bounds does this in a run
+    this short (README, Reliability): the weights are scaled by hand, the rest is the run's own."""
     updates, adamw_step = [], torch.optim.AdamW.step
 
     def diverging_step(self, *a, **kw):
@@ -348,8 +350,10 @@ def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tm
 
     monkeypatch.setattr(torch.optim.AdamW, "step", diverging_step)
     out = str(tmp_path / "out")
-    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--out_dir", out)
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "lower --lr" in r.stderr, r.stderr
+    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--mu", "2", "--out_dir", out)
+    assert one_line_error(r, "step 3: the policy's log-probs are not finite: lower --lr"), r.stderr
+    assert [(t["step"], t["inner"]) for t in records(out, "skipped")] == [(2, 1)]
+    assert "kind skipped step 2 inner 1" in r.stdout and [t["step"] for t in records(out, "train")] == [1, 2]
     state = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["model"]
     assert all(torch.isfinite(t).all() for t in state.values())
     with open(os.path.join(out, "metrics.jsonl")) as f:
@@ -553,6 +557,51 @@ def test_one_run_per_out_dir_and_its_lock_dies_with_it(tmp_path):
     proc.communicate(timeout=60)
     r = run(*TINY, "--out_dir", out, "--init_from", "resume", "--steps", str(records(out, "train")[-1]["step"]))
     assert r.returncode == 0, r.stderr
+
+
+def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsys):
+    """Files, folders and links a user keeps in out_dir, beside an export and in a folder given to the export, some
+    named like nanogrpo's temp files, are the same after a run, a resume, sample.py and exports (one refused)."""
+    out = tmp_path / "out"
+    mine = tmp_path / "mine"  # a user's folder, given to the export by mistake
+    for folder in (out, mine, tmp_path / "export.99999999.tmp"):  # the last: named as a dead export's temp folder
+        folder.mkdir()
+    (mine / "model.safetensors").mkdir()  # named like an export's file
+    (mine / "model.safetensors" / "data.bin").write_text("keep")
+    (tmp_path / "outside.txt").write_text("outside")
+    for name in ("notes.txt", "ckpt.pt.bak", "ckpt.pt.tmp", "ckpt.pt.1.tmp", "warmstart.pt.x.tmp"):
+        (out / name).write_text(name)  # pid 1 is alive; the rest are not temp names
+    (tmp_path / "export.99999999.tmp" / "notes.txt").write_text("not an export's file")
+    (tmp_path / "export.1.tmp").write_text("a live writer's")
+    for link in (out / "latest", out / "warmstart.pt.99999999.tmp", tmp_path / "export.99999999.old"):
+        link.symlink_to(tmp_path / "outside.txt")  # a dead pid's name, but a link: never the project's
+
+    def snapshot():  # {path: link target, True for a folder, or content}, the project's own files left out
+        own = {"ckpt.pt", "warmstart.pt", "metrics.jsonl", "run.lock"}
+        paths = [p for p in tmp_path.rglob("*") if p.parent != out or p.name not in own]
+        paths = [p for p in paths if p.relative_to(tmp_path).parts[0] != "export"]
+        return {p: os.readlink(p) if p.is_symlink() else p.is_dir() or p.read_bytes() for p in paths}
+
+    before = snapshot()
+    assert len(before) == 16, sorted(before)
+    assert here(*TINY, "--sft_steps", "2", "--steps", "1", "--out_dir", str(out)).returncode == 0
+    assert snapshot() == before
+    assert here(*TINY, "--steps", "2", "--init_from", "resume", "--out_dir", str(out)).returncode == 0
+    assert snapshot() == before
+    for script, flags in (
+        ("sample.py", ["--ckpt", str(out / "ckpt.pt"), "--G", "1", "--max_new_tokens", "2", "--device", "cpu", "q"]),
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),  # an earlier export: replaced
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(mine)]),  # refused
+    ):
+        monkeypatch.setattr(sys, "argv", [script, *flags])
+        try:
+            runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+        except SystemExit as e:
+            assert flags[-1] == str(mine) and "'model.safetensors', which is not a file" in str(e.code), e.code
+        assert snapshot() == before, script
+    assert sorted(os.listdir(tmp_path / "export")) == sorted(checkpoint.hf.HF_FILES)
+    capsys.readouterr()
 
 
 def test_special_tokens_in_the_data_are_text(tmp_path):
