@@ -217,6 +217,8 @@ def _optimizer_misfit(state, params):
     if not (isinstance(groups, list) and all(isinstance(g, dict) for g in groups) and isinstance(saved, dict)):
         return "not an optimizer's state dict"
     ids = [i for g in groups for i in (g.get("params") if isinstance(g.get("params"), list) else [None])]
+    if not all(type(i) is int for i in ids):
+        return "its parameter ids are not numbers"
     if len(ids) != len(params) or not set(saved) <= set(ids):
         return f"{len(ids)} parameters, this model has {len(params)}"
     for i, q in zip(ids, params):
