@@ -26,6 +26,7 @@ import reprlib
 import shutil
 import signal
 import sys
+import warnings
 
 if os.name == "posix":
     import fcntl  # file locks: the out_dir lock
@@ -73,9 +74,11 @@ def digest(ckpt):
 
 
 def atomic_save(obj, path):
-    """torch.save(obj, path), all or nothing: a temp file (named with the PID), flushed to disk, renamed over `path`."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """torch.save(obj, path), all or nothing: a temp file (hf.temp_name), flushed to disk, renamed over `path`. A temp
+    file that a killed writer left (this process's or a dead one's, a regular file) is removed first."""
+    tmp = hf.temp_name(path)
     try:
+        hf.remove_stale_temps(path, hf.is_regular_file)
         with open(tmp, "wb") as f:
             torch.save(obj, f)
             f.flush()
@@ -116,7 +119,9 @@ def _torch_load(path, mmap=False):
     try:
         with open(path, "rb") as f:
             zipped = f.read(4) == b"PK\x03\x04"  # torch's format since 1.6; older files cannot be mapped
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipped)
+        with warnings.catch_warnings():  # a plain pickle's protocol makes torch warn, then fail or be refused below
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipped)
     except MemoryError:
         raise
     except Exception as e:  # garbage raises anything from UnpicklingError to IndexError or KeyError
@@ -160,8 +165,7 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its content does not match its digest; use another copy or an earlier checkpoint")
     if cfg.n_layer > len(state):  # each layer has tensors of its own: an absurd n_layer is refused unbuilt
         raise LoadError(f"{path}: its config has {cfg.n_layer} layers but the file only {len(state)} tensors: damaged")
-    with torch.device("meta"):  # shapes only: nothing is allocated, whatever the config says
-        want = {k: tuple(t.shape) for k, t in GPT(cfg).state_dict().items()}
+    want = {k: tuple(t.shape) for k, t in hf.meta_model(cfg, path).state_dict().items()}  # shapes only: no memory
     got = {k: tuple(t.shape) for k, t in state.items()}
     for k in sorted(want.keys() | got.keys()):
         if want.get(k) != got.get(k):
@@ -176,6 +180,9 @@ def load_checkpoint(path, mmap=False, resume=False):
     bad = [k for k, kind in TRAIN_KEYS.items() if not isinstance(ckpt.get(k, ...), kind)]
     if resume and bad:
         raise LoadError(f"{path}: no training state to resume ({bad[0]} is missing or mistyped); use it as --init_from")
+    # the digest finds damage, not intent: what a resume reads is checked too (shapes: restore_training)
+    if resume and (ckpt["step"] < 0 or ckpt["log_bytes"] < 0):
+        raise LoadError(f"{path}: its step {ckpt['step']} or log size {ckpt['log_bytes']} is negative: start afresh")
     return ckpt
 
 
@@ -213,6 +220,33 @@ def restore(module, state, path):
         raise LoadError(f"{path} holds non-finite weights (NaN or inf); it is damaged: use another copy")
 
 
+def _optimizer_misfit(state, params):
+    """Why an optimizer's state dict {"state": {id: {name: tensor}}, "param_groups": [{"params": [id]}]} does not fit
+    `params` (torch's load_state_dict counts them but leaves shapes to the first step), or None: each parameter's
+    tensors but "step" have its shape, are finite, and AdamW's second moment is not negative."""
+    groups = state.get("param_groups")
+    saved = state.get("state")
+    if not (isinstance(groups, list) and all(isinstance(g, dict) for g in groups) and isinstance(saved, dict)):
+        return "not an optimizer's state dict"
+    ids = [i for g in groups for i in (g.get("params") if isinstance(g.get("params"), list) else [None])]
+    if not all(type(i) is int for i in ids):
+        return "its parameter ids are not numbers"
+    if len(ids) != len(params) or not set(saved) <= set(ids):
+        return f"{len(ids)} parameters, this model has {len(params)}"
+    for i, q in zip(ids, params):
+        moments = saved.get(i, {})
+        if not isinstance(moments, dict):
+            return f"parameter {i} has no state dict"
+        for name, t in moments.items():
+            if name == "step":
+                continue
+            if not isinstance(t, torch.Tensor) or t.shape != q.shape:
+                return f"parameter {i}'s {name} is not a tensor of shape {tuple(q.shape)}"
+            if not torch.isfinite(t).all() or (name == "exp_avg_sq" and (t < 0).any()):
+                return f"parameter {i}'s {name} is not finite, or a second moment is negative"
+    return None
+
+
 def restore_training(ckpt, path, optimizer, ref, task_key):
     """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from.
     task_key is the run's task now (reward.Task.key): another than the checkpoint's is refused."""
@@ -220,6 +254,9 @@ def restore_training(ckpt, path, optimizer, ref, task_key):
         raise LoadError(
             f"the task changed since {path} was written (another --data content or task flag); start afresh"
         )
+    why = _optimizer_misfit(ckpt["optimizer"], [q for group in optimizer.param_groups for q in group["params"]])
+    if why:
+        raise LoadError(f"{path}: its optimizer state does not fit this model ({why}); start a fresh run")
     try:
         optimizer.load_state_dict(ckpt["optimizer"])
     except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
@@ -254,6 +291,8 @@ class RunDir:
             raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
         if not resume and os.path.exists(self.ckpt):
             os.remove(self.ckpt)
+        for path in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
+            hf.remove_stale_temps(path, hf.is_regular_file)
 
     def check_space(self, num_params, ref):
         """OSError unless the disk holds a checkpoint (weights, `ref`, AdamW's moments), its temp copy, a warm start."""
@@ -288,7 +327,8 @@ class RunDir:
         when one is due), saves and exits; a second Ctrl-C quits at once (KeyboardInterrupt: one line, excepthook)."""
 
         def request(signum, frame):
-            print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
+            if self.writer:  # under torchrun every rank gets it: rank 0 speaks
+                print("Ctrl-C: finishing this step, then saving (Ctrl-C again to quit at once)", flush=True)
             self.stopped = True
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -299,7 +339,7 @@ class RunDir:
         at a barrier for rank 0's last evaluation and save, then leaves at once: in the interpreter's ordinary shutdown
         torch's gloo threads can abort (SIGABRT), and torchrun would call the run failed."""
         code = 1 if self.stopped else 0
-        if self.stopped:
+        if self.stopped and self.writer:
             print(f"stopped at step {step}; saved {self.ckpt}, continue with --init_from resume", file=sys.stderr)
         sys.stderr.flush()
         if world > 1:
@@ -316,7 +356,10 @@ class RunDir:
 
 
 def die(msg):
-    """End a command line with one line, `error: msg`: a user's error, never a traceback."""
+    """End a command line with one line, `error: msg`: a user's error, never a traceback. Under torchrun each rank
+    meets the same error: rank 0 says it, the others (RANK > 0) exit with the same code, quietly."""
+    if os.environ.get("RANK", "0") != "0":
+        sys.exit(1)
     sys.exit(f"error: {msg}")
 
 
@@ -412,6 +455,7 @@ def load_model(path, device="cpu"):
         stop_ids(config, enc)  # a model whose tokenizer has no <|endoftext|> must name its stop ids
     except ValueError as e:
         raise LoadError(f"{file}: {e}; put the model's generation_config.json (eos_token_id) beside it") from e
+    hf.check_memory(config, device, file)  # before the weights are allocated
     with torch.device(device):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)
@@ -420,10 +464,13 @@ def load_model(path, device="cpu"):
 
 if __name__ == "__main__":  # python checkpoint.py export CKPT DIR
     cli = argparse.ArgumentParser(
-        description="Write a checkpoint as Hugging Face's GPT-2 folder (load_model, then hf.export)."
+        description="Write a checkpoint as Hugging Face's GPT-2 folder (load_model, then hf.export).",
+        allow_abbrev=False,
     )
     commands = cli.add_subparsers(dest="command", required=True)
-    export = commands.add_parser("export", help="write DIR: config.json, model.safetensors, the tokenizer's files")
+    export = commands.add_parser(
+        "export", help="write DIR: config.json, model.safetensors, the tokenizer's files", allow_abbrev=False
+    )
     export.add_argument("ckpt", help="a nanogrpo checkpoint (out/ckpt.pt), or GPT-2's files")
     export.add_argument("dir", help="the folder to write: new, empty, or an earlier export (replaced)")
     args = cli.parse_args()

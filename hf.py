@@ -18,19 +18,21 @@ Departures: big-endian hosts are not supported; weights are held in float32 what
 writes GPT-2's layout only.
 """
 
+import ctypes
+import errno
 import json
 import math
 import mmap
 import os
 import re
 import reprlib
-import shutil
+import stat
 import sys
 
 import tiktoken
 import torch
 
-from model import GPT, GPT2_PAT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, is_byte_bpe
+from model import GPT, GPT2_PAT, PROMPT, GPTConfig, bpe_encoding, byte_tokenizer, device_memory, is_byte_bpe
 
 
 class LoadError(ValueError):
@@ -216,8 +218,8 @@ def gpt2_weights(tensors, folder, path):
     if not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{cfg_path}: nanogrpo_prompt {reprlib.repr(prompt)} lacks {{question}}; fix it or remove it")
     config = GPTConfig(block_size=got.pop("n_positions"), **got, n_head=n_head, bias=True)  # got: the other sizes
-    with torch.device("meta"):  # the state dict, checked against a model of shapes only: nothing allocated yet
-        ours = {k.removeprefix("transformer."): tuple(t.shape) for k, t in GPT(config).state_dict().items()}
+    # the state dict, checked against a model of shapes only: nothing allocated yet
+    ours = {k.removeprefix("transformer."): tuple(t.shape) for k, t in meta_model(config, path).state_dict().items()}
     expected = {k: s[::-1] if k.endswith(CONV1D) else s for k, s in ours.items()}  # {Hugging Face name: shape}
     state = {}
     for name, t in weights.items():
@@ -237,6 +239,30 @@ def gpt2_weights(tensors, folder, path):
         raise LoadError(f"{path} lacks {missing[0]} ({len(missing)} tensors missing); download it again")
     state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as GPT-2
     return config, state, prompt
+
+
+def meta_model(config, path):
+    """GPT(config) on the meta device: its shapes and parameter count, nothing allocated; LoadError when a size that
+    `path` gave makes a tensor of more than 2^63 bytes, which torch refuses even there ("Storage size ... overflowed")."""
+    try:
+        with torch.device("meta"):
+            return GPT(config)
+    except (RuntimeError, OverflowError, ValueError) as e:
+        why = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+        raise LoadError(f"{path}: its sizes cannot be built ({why}); the file is damaged or not for this model") from e
+
+
+def check_memory(config, device, path):
+    """LoadError unless `device` can hold the float32 weights of GPT(config) (model.device_memory; where that is
+    unknown, no check): sizes from a file are checked before anything is allocated. Returns the bytes needed."""
+    need = 4 * meta_model(config, path).num_params()
+    have = device_memory(device)
+    if have is not None and need > have:
+        raise LoadError(
+            f"{path}: its weights need {need / 2**30:.1f} GiB, {device} has {have / 2**30:.1f} GiB: use a device with "
+            "more memory, or a smaller model"
+        )
+    return need
 
 
 def weights_file(path):
@@ -377,8 +403,7 @@ def llama_tensors(model):
 
 def llama_weights(tensors, config, path):
     """The state dict of Llama-family tensors in Hugging Face's names, checked against `config`'s shapes."""
-    with torch.device("meta"):  # shapes only: nothing allocated yet
-        expected = {k: tuple(t.shape) for k, t in GPT(config).state_dict().items()}
+    expected = {k: tuple(t.shape) for k, t in meta_model(config, path).state_dict().items()}  # nothing allocated
     state = {}
     for name, t in tensors.items():
         ours = next((re.sub(hf_name, mine, name) for hf_name, mine in LLAMA_NAMES if re.fullmatch(hf_name, name)), None)
@@ -542,12 +567,13 @@ def export(model, enc, prompt, folder):
     """Write `folder` as Hugging Face's GPT-2 (HF_FILES) from a model, its tokenizer and prompt template: transformers'
     GPT2LMHeadModel and GPT2Tokenizer(Fast) load it with this model's logits and token ids; so does load_model.
     `folder` may be new, empty or an earlier export (replaced); anything else in it is refused."""
-    folder = os.path.normpath(os.fspath(folder))  # "out/hf/" -> "out/hf": the temp folder goes beside it
+    given = os.fspath(folder)
+    folder = os.path.realpath(given)  # a link to a folder stays a link: its target is written; the temp goes beside it
     if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise LoadError(f"{folder} is a file; give a folder to export to")
-    others = sorted(set(os.listdir(folder)) - set(HF_FILES)) if os.path.isdir(folder) else []
-    if others:  # an earlier export is replaced whole; any other file is the user's
-        raise LoadError(f"{folder} holds {others[0]!r}, not written by an export; give a new or empty folder")
+        raise LoadError(f"{given} is a file; give a folder to export to")
+    why = _export_misfit(folder) if os.path.isdir(folder) else None
+    if why:  # an earlier export is replaced whole; anything else is the user's
+        raise LoadError(f"{given} {why}; give a new or empty folder")
     cfg = model.config
     if cfg.arch != "gpt2":  # its own folder (config.json, tokenizer.json) stays what transformers reads
         raise LoadError("export writes GPT-2's layout; a Llama-family model is not exported: use its own folder")
@@ -581,13 +607,132 @@ def export(model, enc, prompt, folder):
     _write_folder(folder, texts, tensors)
 
 
-def _write_folder(folder, texts, tensors):
-    """Write the files {name: text} and model.safetensors as `folder`, all or nothing: into a temp folder beside it
-    (named with the PID), each file flushed to disk, then renamed to `folder`; an earlier export there is moved aside
-    first (and back if the rename fails), then removed."""
-    tmp = f"{folder}.{os.getpid()}.tmp"
-    old = f"{folder}.{os.getpid()}.old"
+def temp_name(path, kind="tmp"):
+    """The name of this process's temp copy of `path`: `path`.PID.tmp (an export's earlier folder: .old). A writer
+    killed with kill -9 leaves it; remove_stale_temps, at the next save or export of `path`, removes it."""
+    return f"{path}.{os.getpid()}.{kind}"
+
+
+def _writer_gone(pid):
+    """Whether process `pid` is this one or has ended (its temp files are no longer written). Elsewhere than POSIX,
+    only this process's own (os.kill there would end the process, not probe it)."""
+    if pid == os.getpid():
+        return True
+    if os.name != "posix" or not 0 < pid < 2**31:  # kill(0) or kill(-1) would reach a group: never probed
+        return False
     try:
+        os.kill(pid, 0)  # signal 0: delivered to nobody, only checked
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, as another user's process
+        return False
+    return False
+
+
+def remove_stale_temps(path, is_ours, kinds=("tmp",)):
+    """Remove the temp copies of `path` that a writer killed before its cleanup left: each entry beside it named
+    exactly `path`.PID.KIND (temp_name, KIND in `kinds`) whose PID is this process's or a dead one's, and that
+    is_ours(entry) says is what the writer made (a regular file, or an export's folder); anything else is left as it
+    is. An export's .old whose DIR is gone (a kill between the two renames where the OS cannot swap) is renamed back."""
+    folder, base = os.path.split(os.path.abspath(path))
+    pattern = re.compile(re.escape(base) + r"\.([0-9]{1,10})\.(" + "|".join(kinds) + ")")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    for name in names:
+        m = pattern.fullmatch(name)
+        entry = os.path.join(folder, name)
+        if not (m and _writer_gone(int(m.group(1))) and is_ours(entry)):
+            continue
+        if m.group(2) == "old" and not os.path.lexists(path):
+            os.rename(entry, path)  # the earlier export, complete: back under its name
+        elif os.path.isdir(entry):
+            _remove_export(entry)
+        else:
+            os.remove(entry)
+
+
+def is_regular_file(path):
+    """Whether `path` is a regular file itself: not a folder, a link or a device."""
+    return os.path.lexists(path) and stat.S_ISREG(os.lstat(path).st_mode)
+
+
+def _names_misfit(folder):
+    """Why the entries of `folder` (a real folder) are not what an export writes, or None: each a regular file named
+    in HF_FILES (a temp folder of an export killed while writing holds some of them)."""
+    for name in sorted(os.listdir(folder)):
+        if name not in HF_FILES:
+            return f"holds {name!r}, not written by an export"
+        if not is_regular_file(os.path.join(folder, name)):
+            return f"holds {name!r}, which is not a file an export wrote (a folder or a link)"
+    return None
+
+
+def _export_files(path):
+    """Whether `path` is a real folder (not a link) of files an export writes (_names_misfit): a temp folder of ours."""
+    return os.path.isdir(path) and not os.path.islink(path) and _names_misfit(path) is None
+
+
+def _export_misfit(folder):
+    """Why `folder` (a real folder) is not one export() may replace, or None: it is empty, or holds only regular files
+    named in HF_FILES, config.json among them with the nanogrpo_prompt that export writes."""
+    why = _names_misfit(folder)
+    if why or not os.listdir(folder):
+        return why
+    config = os.path.join(folder, "config.json")
+    ours = False
+    if os.path.isfile(config) and os.path.getsize(config) < 10**6:
+        try:
+            with open(config, encoding="utf-8") as f:
+                ours = "nanogrpo_prompt" in json.load(f)
+        except (OSError, ValueError, RecursionError, TypeError):  # not JSON, or not an object: not an export's
+            ours = False
+    return None if ours else "holds Hugging Face files that an export did not write (no nanogrpo_prompt in config.json)"
+
+
+def _remove_export(folder):
+    """Remove an export's folder file by file: only the regular files named in HF_FILES, then the folder if it is then
+    empty (never a tree: a file someone added since is kept, and so is the folder)."""
+    for name in HF_FILES:
+        if is_regular_file(os.path.join(folder, name)):
+            os.remove(os.path.join(folder, name))
+    if not os.listdir(folder):
+        os.rmdir(folder)
+
+
+AT_FDCWD = -100  # renameat2's "relative to the working folder"
+RENAME_EXCHANGE = 2  # Linux's renameat2 flag; macOS's renamex_np RENAME_SWAP has the same value
+
+
+def _exchange(a, b):
+    """Swap the names of `a` and `b` in one step: Linux's renameat2(RENAME_EXCHANGE), macOS's renamex_np(RENAME_SWAP).
+    False where the OS or the file system cannot (then nothing changed); OSError when it refused."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to call (Windows)
+        return False
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        rc = libc.renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        rc = libc.renamex_np(os.fsencode(a), os.fsencode(b), RENAME_EXCHANGE)
+    else:
+        return False
+    err = ctypes.get_errno()
+    if rc != 0 and err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):  # not on this file system
+        return False
+    if rc != 0:
+        raise OSError(err, os.strerror(err), a)
+    return True
+
+
+def _write_folder(folder, texts, tensors):
+    """Write the files {name: text} and model.safetensors as `folder`, all or nothing, so that `folder` holds either
+    the earlier export or the new one, complete, at every instant, a kill -9 included: into a temp folder beside it
+    (temp_name), each file flushed to disk, then swapped with the earlier export in one step (_exchange), which is
+    then removed. Where the OS cannot swap, two renames (the earlier export to .old, the new one in): a kill between
+    them leaves .old, which the next export of `folder` renames back (remove_stale_temps)."""
+    tmp = temp_name(folder)
+    old = temp_name(folder, "old")
+    try:
+        remove_stale_temps(folder, _export_files, ("tmp", "old"))  # a killed writer's temp folders
         os.makedirs(tmp)
         write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
         for name, text in texts.items():
@@ -595,13 +740,19 @@ def _write_folder(folder, texts, tensors):
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-        if os.path.isdir(folder):
+        if not os.path.isdir(folder):
+            os.rename(tmp, folder)
+        elif _exchange(tmp, folder):
+            old = tmp  # the earlier export, now under the temp name
+        else:
             os.rename(folder, old)
-        os.rename(tmp, folder)
+            os.rename(tmp, folder)
     except OSError as e:
-        if os.path.isdir(old) and not os.path.exists(folder):
+        if _export_files(old) and not os.path.exists(folder):
             os.rename(old, folder)  # the earlier export stays
         raise OSError(f"cannot write {folder} ({e.strerror or e}): pick a writable folder, or free some space") from e
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)  # the earlier export, now replaced
+        if tmp != old and _export_files(tmp):
+            _remove_export(tmp)  # what this export wrote of the new one
+    if _export_files(old):
+        _remove_export(old)  # the earlier export, now replaced

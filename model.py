@@ -84,11 +84,19 @@ def bpe_encoding(name, ranks):
     )
 
 
+MAX_WORD_BYTES = 64  # a longer word of the data stays in shorter tokens: its prefixes cost its length squared
+MAX_WORDS = 4096  # byte_tokenizer's words, at most: each adds up to MAX_WORD_BYTES - 1 tokens
+
+
 def byte_tokenizer(words=()):
     """The tokenizer of a model trained from scratch, offline: the 256 byte tokens, then each of `words` (bytes) and
     its prefixes, then <|endoftext|>. No words: "bytes", EOS id 256. With words: "words". BPE merges two adjacent
     pieces at a time; any two leading pieces of a word join into a prefix, which is a token, so a word that GPT-2's
-    pattern splits off whole (" stamps" in "7 stamps,") always ends as one token. Digits stay one byte each."""
+    pattern splits off whole (" stamps" in "7 stamps,") always ends as one token. Digits stay one byte each.
+    At most MAX_WORDS words of at most MAX_WORD_BYTES bytes each (ValueError), so the vocabulary stays small."""
+    words = list(words)
+    if len(words) > MAX_WORDS or any(len(word) > MAX_WORD_BYTES for word in words):
+        raise ValueError(f"byte_tokenizer takes at most {MAX_WORDS} words of at most {MAX_WORD_BYTES} bytes each")
     ranks = {bytes([i]): i for i in range(256)}
     for prefix in (word[:k] for word in words for k in range(2, len(word) + 1)):
         ranks.setdefault(prefix, len(ranks))
@@ -96,10 +104,13 @@ def byte_tokenizer(words=()):
 
 
 def frequent_words(texts, n=256):
-    """The n most frequent words of `texts`, sorted, as bytes: runs of letters or of symbols ("####"), with the space
-    before them if any (as GPT-2's pattern splits them), two bytes or more; none holds a digit."""
-    counts = Counter(w.encode() for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w]+", text))
-    return sorted(sorted((w for w in counts if len(w) > 1), key=lambda w: (-counts[w], w))[:n])
+    """The n most frequent words of `texts`, sorted, as UTF-8 bytes: runs of letters or of symbols ("####"), with the
+    space before them if any (as GPT-2's pattern splits them), of 2 to MAX_WORD_BYTES bytes; none holds a digit or a
+    lone surrogate (a character UTF-8 cannot encode, which JSON's \\ud800 can make). n is at most MAX_WORDS."""
+    n = min(n, MAX_WORDS)
+    found = (w for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w\ud800-\udfff]+", text))
+    counts = Counter(w.encode() for w in found if len(w) <= MAX_WORD_BYTES)  # characters first: no long word encoded
+    return sorted(sorted((w for w in counts if 1 < len(w) <= MAX_WORD_BYTES), key=lambda w: (-counts[w], w))[:n])
 
 
 def stop_ids(config, enc, template=""):
@@ -424,7 +435,11 @@ class GPT(nn.Module):
         if config.tie_embeddings:
             self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
         if llama:  # not a parameter, not saved: computed from the config, on the host in float32
-            self.register_buffer("inv_freq", rope_frequencies(config).to(self.lm_head.weight.device), persistent=False)
+            where = self.lm_head.weight.device  # the meta device: shapes only, nothing computed
+            freqs = (
+                torch.empty(config.head_size // 2, device=where) if where.type == "meta" else rope_frequencies(config)
+            )
+            self.register_buffer("inv_freq", freqs.to(where), persistent=False)
         # GPT-2 init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * n_layer)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():

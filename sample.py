@@ -491,7 +491,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     from model import TEMPLATES, encode_prompt, stop_ids
 
     about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
-    p = argparse.ArgumentParser(description=about)
+    p = argparse.ArgumentParser(description=about, allow_abbrev=False)  # --temp is not --temperature
     p.add_argument("question", nargs="+", help="questions; the checkpoint's prompt template is applied")
     p.add_argument("--ckpt", default="out/ckpt.pt", help="a nanogrpo checkpoint, or a GPT-2 file or folder")
     p.add_argument("--G", type=int, default=4, help="completions per question")

@@ -53,6 +53,7 @@ CUDA = torch.cuda.is_available()  # the sizes follow it
 sys.excepthook = checkpoint.excepthook(reward.DataError)  # a user's error ends in one line
 p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 p.error = die
+p.allow_abbrev = False  # a flag is named whole: --temp is not --temperature
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
 unit = bounded(float, 0, 1)

@@ -13,17 +13,20 @@ import errno
 import json
 import math
 import os
+import pickle
 import re
 import runpy
 import struct
 import subprocess
 import sys
+import warnings
 
 import pytest
 import tiktoken
 import torch
 import torch.nn.functional as F
 
+import checkpoint
 import hf
 from checkpoint import (
     TRAIN_KEYS,
@@ -525,6 +528,18 @@ class Payload:
         return os.mkdir, (self.marker,)
 
 
+def test_a_plain_pickle_is_refused_in_one_line_without_torchs_warning(tmp_path):
+    """pickle.dump's protocol 4 (not torch's 2) makes torch's safe unpickler warn: the one-line error is all."""
+    path = tmp_path / "plain.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"model": 1, "config": {}}, f, protocol=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(LoadError, match="plain.pkl"):
+            load_model(path)
+    assert not caught, [str(w.message)[:80] for w in caught]
+
+
 def test_no_code_is_unpickled(tmp_path):
     marker = str(tmp_path / "code-ran")
     path = torch_file(
@@ -596,6 +611,34 @@ def test_torch_writer_error_is_one_line_os_error(tmp_path, monkeypatch):
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"]
 
 
+def test_a_killed_writers_temp_file_is_removed_by_the_next_save_and_nothing_else(tmp_path):
+    """kill -9 between the temp file's write and its rename leaves ckpt.pt.PID.tmp: the next save (and a run's
+    out_dir, for warmstart.pt's) removes a dead writer's; a live writer's, a link, a folder, another name stay."""
+    path = tmp_path / "ckpt.pt"
+    small_checkpoint(path)
+    pid = killed((1, "before"), lambda: small_checkpoint(path, **{"transformer.ln_f.bias": 1.0}))
+    assert (tmp_path / f"ckpt.pt.{pid}.tmp").is_file()
+    (tmp_path / f"warmstart.pt.{pid}.tmp").write_bytes(b"a killed warm start's")
+    dead = killed((1, "before"), lambda: os.rename(tmp_path / "a", tmp_path / "b"))  # another dead process
+    (tmp_path / "note").write_text("keep")
+    planted = [
+        f"ckpt.pt.{dead}.tmp.bak",
+        "ckpt.pt.1.tmp",
+        "ckpt.pt.x.tmp",
+        f"xckpt.pt.{dead}.tmp",
+        f"ckpt.pt.{dead}.old",
+    ]
+    for name in planted:
+        (tmp_path / name).write_text("keep")
+    (tmp_path / f"warmstart.pt.{dead}.tmp").symlink_to(tmp_path / "note")  # a link: the project writes none
+    (tmp_path / f"ckpt.pt.{dead}.tmp").mkdir()  # a folder: not a temp file
+    small_checkpoint(path)
+    RunDir(str(tmp_path), resume=True)
+    planted += [f"warmstart.pt.{dead}.tmp", f"ckpt.pt.{dead}.tmp", "note"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt.pt", "run.lock", *planted])
+    assert (tmp_path / "note").read_text() == "keep" and load_checkpoint(path)
+
+
 # ----------------------------------------------------------------------------- what a resume reads is checked
 
 
@@ -653,6 +696,41 @@ def test_resume_refuses_a_missing_or_mistyped_training_key(tmp_path, key):
             load_checkpoint(path, resume=True)
 
 
+def test_resume_checks_the_values_it_reads_whatever_the_digest_says(tmp_path):
+    """A crafted checkpoint signed anew passes the digest: its step, log size and optimizer state are checked too."""
+    path = tmp_path / "ckpt.pt"
+    ckpt = train_checkpoint(path)
+    model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
+    wide = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=16))
+    wide(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    other = torch.optim.AdamW(wide.parameters())
+    other.step()  # the same parameters in number, not in shape
+
+    def moments(edit):
+        state = torch.load(path, weights_only=True)["optimizer"]
+        edit(state["state"][0])
+        return state
+
+    cases = {
+        "step": (dict(step=-5), "step -5 or log size 120 is negative"),
+        "log size": (dict(log_bytes=-1), "is negative"),
+        "another model's optimizer": (dict(optimizer=other.state_dict()), "not a tensor of shape"),
+        "a NaN moment": (dict(optimizer=moments(lambda m: m["exp_avg"].view(-1)[0].fill_(math.nan))), "finite"),
+        "a negative second moment": (dict(optimizer=moments(lambda m: m["exp_avg_sq"].fill_(-1.0))), "negative"),
+        "a moment too many": (dict(optimizer=moments(lambda m: m.update(extra=torch.zeros(3)))), "extra"),
+    }
+    for name, (change, expect) in cases.items():
+        crafted = {k: v for k, v in ckpt.items() if k != "digest"} | change
+        torch.save(signed(crafted), path)
+        with pytest.raises(LoadError, match=expect):
+            got = load_checkpoint(path, resume=True)
+            optimizer = torch.optim.AdamW(model.parameters())
+            checkpoint.restore_training(got, path, optimizer, reference(1, model.config), "builtin")
+    torch.save(signed({k: v for k, v in ckpt.items() if k != "digest"}), path)  # as train.py wrote it: restored
+    optimizer = torch.optim.AdamW(model.parameters())
+    assert checkpoint.restore_training(load_checkpoint(path, resume=True), path, optimizer, model, "builtin") == 3
+
+
 def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_path):
     """Sizes come from the file; they are checked against the tensors present (on the meta device) first."""
     model = reference(0, GPTConfig(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=8))
@@ -664,6 +742,7 @@ def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_pat
         ),
         (dict(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=10**7), "does not fit its tensors"),
         (dict(block_size=10**12, vocab_size=257, n_layer=1, n_head=1, n_embd=8), "does not fit its tensors"),
+        (dict(block_size=8, vocab_size=257, n_layer=1, n_head=1, n_embd=2**40), "sizes cannot be built"),  # 2^83 B
     ):
         torch.save(signed({**base, "config": config}), tmp_path / "x.pt")
         with pytest.raises(LoadError, match=expect):
@@ -673,6 +752,24 @@ def test_absurd_sizes_in_a_file_are_refused_before_anything_is_allocated(tmp_pat
     folder, _ = gpt2_folder(tmp_path / "many", edit=lambda t: t.update({"h.999999.ln_1.bias": torch.zeros(128)}))
     with pytest.raises(LoadError, match="without gaps"):
         load_model(folder)
+
+
+def test_weights_larger_than_the_device_are_refused_before_allocation(tmp_path, monkeypatch, capsys):
+    """load_model (and so train.py --init_from, sample.py and the export) checks the weights' bytes against
+    model.device_memory before it builds the model: one line, not the allocator's traceback."""
+    ckpt = tmp_path / "ckpt.pt"
+    model = small_checkpoint(ckpt)
+    need = 4 * model.num_params()
+    monkeypatch.setattr(hf, "device_memory", lambda device: need - 1)
+    with pytest.raises(LoadError, match="weights need .* GiB, cpu has"):
+        load_model(ckpt)
+    script = os.path.join(ROOT, "checkpoint.py")
+    monkeypatch.setattr(sys, "argv", [script, "export", str(ckpt), str(tmp_path / "hf")])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(script, run_name="__main__")
+    assert str(e.value.code).startswith("error: ") and "GiB" in str(e.value.code) and not (tmp_path / "hf").exists()
+    monkeypatch.setattr(hf, "device_memory", lambda device: need)
+    assert load_model(ckpt)[0].num_params() == model.num_params()
 
 
 def test_overlapping_safetensors_ranges_are_refused(tmp_path):
@@ -940,7 +1037,7 @@ def test_export_replaces_an_earlier_export_and_refuses_other_folders(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "mine", "no_bias.pt", "other.pt"]  # no temp folder left
 
 
-@pytest.mark.parametrize("failure", ["disk full", "rename refused"])
+@pytest.mark.parametrize("failure", ["disk full", "rename refused", "rename refused, no swap"])
 def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path, monkeypatch, failure):
     ckpt, model, enc = exported_model("bytes", tmp_path)
     out = tmp_path / "hf"
@@ -964,6 +1061,7 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
         monkeypatch.setattr(hf, "write_safetensors", full_disk)
     else:
         monkeypatch.setattr(os, "rename", refused)
+        monkeypatch.setattr(hf, "_exchange", refused if failure == "rename refused" else lambda a, b: False)
     with pytest.raises(OSError) as e:
         export_hf(tmp_path / "other.pt", out)
     monkeypatch.undo()
@@ -971,6 +1069,102 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
     assert "\n" not in msg and f"cannot write {out}" in msg and ("No space" in msg or "Permission" in msg), msg
     assert {name: (out / name).read_bytes() for name in HF_FILES} == before
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "other.pt"]
+
+
+def killed(at, call, *args):
+    """call(*args) in a forked process that kill -9's itself (os._exit: no cleanup runs) around its `at` = (n, when)
+    n-th rename, replace or swap: "before" it, or "after" it. Returns that process's id, now dead."""
+    n, when = at
+    calls = []
+
+    def hooked(real):
+        def rename(*a):
+            calls.append(a)
+            if len(calls) == n and when == "before":
+                os._exit(9)
+            done = real(*a)
+            if len(calls) == n:
+                os._exit(9)
+            return done
+
+        return rename
+
+    pid = os.fork()
+    if pid == 0:  # the child: it never returns into pytest
+        try:
+            os.rename, os.replace, hf._exchange = hooked(os.rename), hooked(os.replace), hooked(hf._exchange)
+            call(*args)
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] >> 8 == 9, "the process was not killed where asked"
+    return pid
+
+
+def weights(folder):
+    return [t.clone() for t in load_model(folder)[0].state_dict().values()]
+
+
+@pytest.mark.parametrize("at,swap", [((1, "before"), True), ((1, "after"), True), ((2, "after"), False)])
+def test_a_killed_export_leaves_the_old_or_the_new_export_and_the_next_one_cleans_up(tmp_path, monkeypatch, at, swap):
+    """kill -9 at any point of an export: DIR holds the earlier export or the new one, complete; what the killed
+    writer left beside it (DIR.PID.tmp) is removed by the next export, and nothing else is. Where the OS cannot swap
+    two names (swap False: the swap's call says so, then two renames), a kill between the two renames leaves the
+    earlier export as DIR.PID.old, and the next export renames it back first."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    if not hf._exchange(str(tmp_path / "a"), str(tmp_path / "b")):
+        pytest.skip("this file system cannot swap two names in one step")
+    ckpt, model, enc = exported_model("bytes", tmp_path)
+    out = tmp_path / "hf"
+    export_hf(ckpt, out)
+    old = weights(out)
+    save_checkpoint(tmp_path / "other.pt", reference(1, model.config), enc)
+    new = weights(tmp_path / "other.pt")
+    planted = {"hf.1.tmp": "a writer alive (pid 1)", "hf.x.tmp": "no pid", "hf.5.tmp.bak": "another name"}
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text)
+    if not swap:
+        monkeypatch.setattr(hf, "_exchange", lambda a, b: False)
+    pid = killed(at, export_hf, tmp_path / "other.pt", out)
+    left = set(os.listdir(tmp_path)) - {"a", "b", "ckpt.pt", "hf", "other.pt", *planted}
+    assert left == ({f"hf.{pid}.tmp"} if swap else {f"hf.{pid}.tmp", f"hf.{pid}.old"}), left
+    now = weights(out if swap else tmp_path / f"hf.{pid}.old")  # complete, and one of the two
+    assert any(all(torch.equal(a, b) for a, b in zip(now, w)) for w in (old, new))
+    export_hf(tmp_path / "other.pt", out)
+    assert all(torch.equal(a, b) for a, b in zip(weights(out), new))
+    assert sorted(os.listdir(tmp_path)) == sorted(["a", "b", "ckpt.pt", "hf", "other.pt", *planted])
+    assert all((tmp_path / name).read_text() == text for name, text in planted.items())
+
+
+def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path):
+    """DIR a link: the link stays, its target is written. An entry named as an export's file but not a regular file,
+    or Hugging Face's files without nanogrpo's config, are the user's: refused in one line, all left as they were."""
+    ckpt, _, _ = exported_model("bytes", tmp_path)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "link").symlink_to("target")
+    export_hf(ckpt, tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and sorted(os.listdir(tmp_path / "target")) == sorted(HF_FILES)
+    export_hf(ckpt, tmp_path / "link")  # again: an earlier export behind a link
+    assert (tmp_path / "link").is_symlink() and os.readlink(tmp_path / "link") == "target"
+    mine = tmp_path / "d"
+    (mine / "model.safetensors").mkdir(parents=True)  # a user's folder, named like an export's file
+    (mine / "model.safetensors" / "data.bin").write_text("keep")
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "config.json").symlink_to(tmp_path / "target" / "config.json")  # a link to an export's file
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "config.json").write_text('{"model_type": "gpt2"}')  # Hugging Face's, not an export's
+    for folder, expect in (
+        (mine, "'model.safetensors', which is not a file"),
+        (tmp_path / "e", "a link"),
+        (
+            tmp_path / "f",
+            "no nanogrpo_prompt",
+        ),
+    ):
+        with pytest.raises(LoadError, match=expect):
+            export_hf(ckpt, folder)
+    assert (mine / "model.safetensors" / "data.bin").read_text() == "keep"
+    assert (tmp_path / "e" / "config.json").is_symlink() and (tmp_path / "f" / "config.json").read_text()[0] == "{"
 
 
 def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):

@@ -179,6 +179,25 @@ def test_words_tokenizer_makes_each_word_one_token_and_keeps_digits_single():
     assert byte_tokenizer([]).name == "bytes" and byte_tokenizer([]).n_vocab == 257
 
 
+def test_words_tokenizer_is_bounded_and_takes_any_text():
+    """A data file's huge word stays out of the vocabulary (its prefixes would cost its length squared), a lone
+    surrogate (JSON's "\\ud800", which UTF-8 cannot encode) is no word, and byte_tokenizer refuses what is too big."""
+    from model import MAX_WORD_BYTES, MAX_WORDS
+
+    long = "x" * (MAX_WORD_BYTES + 1)
+    texts = [f"a {long} {long} {'y' * 10**6} and x\ud800y \ud800\ud800 and !\udfff!"] * 2
+    words = frequent_words(texts)
+    assert words == [b" !", b" and", b" x"], words  # the surrogates split the runs, the long words are left out
+    ok = "é" * (MAX_WORD_BYTES // 2)  # 64 bytes: kept; one more letter is 66 bytes: left out
+    assert frequent_words([f"{ok} {ok}é"]) == [ok.encode()]
+    assert len(frequent_words([f" w{i:c}" for i in range(0x4E00, 0x4E00 + 2 * MAX_WORDS)], n=10**9)) == MAX_WORDS
+    enc = byte_tokenizer(words)
+    assert enc.decode(enc.encode("x\ud800y and", disallowed_special=())) == "x\ufffdy and"  # tiktoken's replacement
+    for bad in ([b"x" * (MAX_WORD_BYTES + 1)], [b"ab"] * (MAX_WORDS + 1)):
+        with pytest.raises(ValueError, match="at most"):
+            byte_tokenizer(bad)
+
+
 def test_parameter_count_matches_hand_count():
     V, S, C, nl = 257, 64, 32, 2
     per_layer = (2 * C) + (C * 3 * C + 3 * C) + (C * C + C) + (2 * C) + (C * 4 * C + 4 * C) + (4 * C * C + C)

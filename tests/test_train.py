@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import advantage
+import checkpoint
 import grpo
 import reward
 import sample
@@ -282,6 +283,18 @@ def test_user_errors_are_one_line_messages(tmp_path):
         assert one_line_error(r, words), (flags, r.stderr)
 
 
+def test_an_abbreviated_flag_is_refused_by_every_command_line(tmp_path, monkeypatch):
+    """argparse would take --temp for --temperature (allow_abbrev): a typo'd or shortened flag is refused instead."""
+    r = here(*TINY, "--temp", "0.5", "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"))
+    assert one_line_error(r, "unrecognized arguments: --temp 0.5"), r.stderr
+    for script, flags in (("sample.py", ["--temp", "0", "q"]), ("checkpoint.py", ["--h", "export", "a.pt", "hf"])):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            monkeypatch.setattr(sys, "argv", [script, *flags])  # the command line in this process: quicker
+            runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+        assert e.value.code == 2 and f"unrecognized arguments: {flags[0]}" in err.getvalue(), err.getvalue()
+
+
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, task, monkeypatch, where):
     """Sizes too large for this machine's memory: torch's allocator refuses, and the run ends in one line naming the
@@ -320,8 +333,10 @@ def test_garbage_in_the_run_folder_ends_in_one_line(tmp_path):
 
 
 def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tmp_path, task, monkeypatch):
-    """The third update blows the weights up to 1e30 times their size (as a far too large --lr does): the next
-    rollout's logits overflow, its log-probs are not finite, and the run stops in one line."""
+    """The third update blows the weights up to 1e30 times their size: the next forward's logits overflow. With μ = 2
+    that is the second update of step 2, whose loss is not finite: it is skipped, and logged so; then the next
+    rollout's log-probs are not finite, and the run stops in one line. No flag within the bounds does this in a run
+    this short (README, Reliability): the weights are scaled by hand, the rest is the run's own."""
     updates, adamw_step = [], torch.optim.AdamW.step
 
     def diverging_step(self, *a, **kw):
@@ -335,8 +350,10 @@ def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tm
 
     monkeypatch.setattr(torch.optim.AdamW, "step", diverging_step)
     out = str(tmp_path / "out")
-    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--out_dir", out)
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "lower --lr" in r.stderr, r.stderr
+    r = here(*task, "--batch_prompts", "4", "--steps", "6", "--eval_every", "1", "--mu", "2", "--out_dir", out)
+    assert one_line_error(r, "step 3: the policy's log-probs are not finite: lower --lr"), r.stderr
+    assert [(t["step"], t["inner"]) for t in records(out, "skipped")] == [(2, 1)]
+    assert "kind skipped step 2 inner 1" in r.stdout and [t["step"] for t in records(out, "train")] == [1, 2]
     state = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["model"]
     assert all(torch.isfinite(t).all() for t in state.values())
     with open(os.path.join(out, "metrics.jsonl")) as f:
@@ -542,6 +559,51 @@ def test_one_run_per_out_dir_and_its_lock_dies_with_it(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsys):
+    """Files, folders and links a user keeps in out_dir, beside an export and in a folder given to the export, some
+    named like nanogrpo's temp files, are the same after a run, a resume, sample.py and exports (one refused)."""
+    out = tmp_path / "out"
+    mine = tmp_path / "mine"  # a user's folder, given to the export by mistake
+    for folder in (out, mine, tmp_path / "export.99999999.tmp"):  # the last: named as a dead export's temp folder
+        folder.mkdir()
+    (mine / "model.safetensors").mkdir()  # named like an export's file
+    (mine / "model.safetensors" / "data.bin").write_text("keep")
+    (tmp_path / "outside.txt").write_text("outside")
+    for name in ("notes.txt", "ckpt.pt.bak", "ckpt.pt.tmp", "ckpt.pt.1.tmp", "warmstart.pt.x.tmp"):
+        (out / name).write_text(name)  # pid 1 is alive; the rest are not temp names
+    (tmp_path / "export.99999999.tmp" / "notes.txt").write_text("not an export's file")
+    (tmp_path / "export.1.tmp").write_text("a live writer's")
+    for link in (out / "latest", out / "warmstart.pt.99999999.tmp", tmp_path / "export.99999999.old"):
+        link.symlink_to(tmp_path / "outside.txt")  # a dead pid's name, but a link: never the project's
+
+    def snapshot():  # {path: link target, True for a folder, or content}, the project's own files left out
+        own = {"ckpt.pt", "warmstart.pt", "metrics.jsonl", "run.lock"}
+        paths = [p for p in tmp_path.rglob("*") if p.parent != out or p.name not in own]
+        paths = [p for p in paths if p.relative_to(tmp_path).parts[0] != "export"]
+        return {p: os.readlink(p) if p.is_symlink() else p.is_dir() or p.read_bytes() for p in paths}
+
+    before = snapshot()
+    assert len(before) == 16, sorted(before)
+    assert here(*TINY, "--sft_steps", "2", "--steps", "1", "--out_dir", str(out)).returncode == 0
+    assert snapshot() == before
+    assert here(*TINY, "--steps", "2", "--init_from", "resume", "--out_dir", str(out)).returncode == 0
+    assert snapshot() == before
+    for script, flags in (
+        ("sample.py", ["--ckpt", str(out / "ckpt.pt"), "--G", "1", "--max_new_tokens", "2", "--device", "cpu", "q"]),
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),  # an earlier export: replaced
+        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(mine)]),  # refused
+    ):
+        monkeypatch.setattr(sys, "argv", [script, *flags])
+        try:
+            runpy.run_path(os.path.join(ROOT, script), run_name="__main__")
+        except SystemExit as e:
+            assert flags[-1] == str(mine) and "'model.safetensors', which is not a file" in str(e.code), e.code
+        assert snapshot() == before, script
+    assert sorted(os.listdir(tmp_path / "export")) == sorted(checkpoint.hf.HF_FILES)
+    capsys.readouterr()
+
+
 def test_special_tokens_in_the_data_are_text(tmp_path):
     data = tmp_path / "special.jsonl"
     with open(data, "w") as f:
@@ -710,6 +772,39 @@ def test_torchrun_two_gloo_ranks_finish_a_run_with_one_log(tmp_path):
     r = run(*TINY, "--batch_prompts", "4", "--steps", "3", "--out_dir", out, "--init_from", "resume", torchrun=2)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [t["step"] for t in records(out, "train")] == [1, 2, 3]
+
+
+def test_torchrun_a_users_error_is_one_line_from_rank_0(tmp_path):
+    """Every rank meets an unsplittable --batch_prompts; rank 0 says so, rank 1 exits with the same code quietly.
+    What torchrun adds after it (its ChildFailedError report) is torchrun's own."""
+    r = run(*TINY, "--batch_prompts", "3", "--out_dir", str(tmp_path / "out"), torchrun=2)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode != 0 and errors == ["error: --batch_prompts 3 must be a multiple of the 2 ranks"], r.stderr
+
+
+def test_ctrl_c_lines_come_from_rank_0_only(tmp_path, monkeypatch, capsys):
+    """Under torchrun every rank gets the Ctrl-C: the writer (rank 0) alone says it and how to resume; every rank
+    stops with exit code 1."""
+    for writer in (True, False):
+        run_dir = checkpoint.RunDir(str(tmp_path / "out"), resume=False, writer=writer)
+        saved = signal.getsignal(signal.SIGINT)
+        try:
+            run_dir.catch_ctrl_c()
+            os.kill(os.getpid(), signal.SIGINT)
+        finally:
+            signal.signal(signal.SIGINT, saved)
+        with pytest.raises(SystemExit) as e:
+            run_dir.finish(3, world=1)
+        out = capsys.readouterr()
+        assert e.value.code == 1 and run_dir.stopped
+        lines = (out.out + out.err).splitlines()
+        assert len(lines) == (2 if writer else 0) and all(("Ctrl-C" in x) != ("stopped at" in x) for x in lines), lines
+        del run_dir  # its lock goes with it
+        gc.collect()
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as e:
+        checkpoint.die("said by rank 0")
+    assert e.value.code == 1
 
 
 def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, task):
