@@ -252,6 +252,8 @@ def test_a_missing_or_stale_shard_is_refused_in_one_line(tmp_path):
         (dict(hidden_act="gelu"), "hidden_act"),
         (dict(attention_bias=True), "attention_bias"),
         (dict(num_key_value_heads=3), "num_key_value_heads"),
+        (dict(hidden_size=2**20), "config.json says (576, 1048576)"),  # shapes checked on the meta device
+        (dict(hidden_size=2**40, head_dim=2**40), "sizes cannot be built"),  # 2^84 bytes: torch refuses even there
     ],
 )
 def test_what_is_out_of_scope_is_refused_in_one_line_naming_it(tmp_path, change, found):
