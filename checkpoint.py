@@ -363,6 +363,16 @@ def die(msg):
     sys.exit(f"error: {msg}")
 
 
+def parser(description):
+    """train.py's ArgumentParser: flags named whole (allow_abbrev=False: --temp is not --temperature), the defaults in
+    --help, and a bad flag ends in die's one line."""
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False
+    )
+    p.error = die
+    return p
+
+
 def excepthook(*user_errors):
     """A sys.excepthook that ends a user's error in one line: a bad file (LoadError, the `user_errors` classes, an
     OSError such as a full disk), Ctrl-C, too little memory for the sizes; anything else is a bug and prints its

@@ -51,9 +51,7 @@ from model import (
 # ---------------- config. PLUMBING: a learner may skip it; try not to modify it
 CUDA = torch.cuda.is_available()  # the sizes follow it
 sys.excepthook = checkpoint.excepthook(reward.DataError)  # a user's error ends in one line
-p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-p.error = die
-p.allow_abbrev = False  # a flag is named whole: --temp is not --temperature
+p = checkpoint.parser(__doc__.split("\n")[0])  # flags named whole; a bad one ends in one line
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
 unit = bounded(float, 0, 1)
