@@ -1,10 +1,10 @@
-"""train.py: warm-start a small GPT on arithmetic word problems, then train it with GRPO. Read it top to bottom.
+"""train.py: warm-start a small GPT on a task (task.py), then train it with GRPO. Read it top to bottom.
 
     python train.py --G 8 --beta 0.04                        # one process: CUDA, else MPS, else CPU
     torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
 
 One GRPO step (Shao et al. 2024), the loop at the end:
-    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, reward.py
+    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, task.py
     3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group      advantage.py
     4.   log π_ref of the sampled tokens, once, without grad           Rollout.score (sample.py)
     5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
@@ -31,12 +31,13 @@ import checkpoint
 import grpo
 import reward
 import sample
+import task as tasks
 from checkpoint import bounded, die
 from model import GPT, PROMPT, GPTConfig, best_device, bf16_supported, byte_tokenizer, frequent_words
 
 # ---------------- config
 CUDA = torch.cuda.is_available()  # the sizes follow it
-sys.excepthook = checkpoint.excepthook(reward.DataError)  # a user's error ends in one line
+sys.excepthook = checkpoint.excepthook(tasks.DataError)  # a user's error ends in one line
 p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 p.error = die
 arg = p.add_argument
@@ -62,17 +63,21 @@ arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: all")
 arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="T, at most")
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="τ")
-arg("--reward", default="verifier", choices=tuple(reward.REWARDS), help="reward.py")
+arg("--reward", default="verifier", choices=tuple(tasks.REWARDS), help="task.py")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
 arg("--overlong", type=bounded(int, 0, 10**5), default=0, help="DAPO's length penalty's last N tokens; 0: off")
 arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 120, help="GRPO's")
 arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 40, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems")
 # task
-arg("--data", help="GSM8K-format JSONL; None: the built-in task")
-arg("--difficulty", type=bounded(int, 1, 20), default=2, help="built-in task: operations, at most")
-arg("--teacher_slip", type=unit, default=0.6, help="built-in task: teacher's error rate")
-arg("--verbose", type=unit, default=0.0, help="built-in task: teacher's check lines")
+arg("--task", choices=tuple(tasks.TASKS), help="task.py; None: gsm8k with --data, else arithmetic")
+arg("--data", help="gsm8k: a GSM8K-format JSONL file")
+arg("--difficulty", type=bounded(int, 1, 20), default=2, help="arithmetic: operations, at most")
+arg("--teacher_slip", type=unit, default=0.6, help="arithmetic, countdown: teacher's error rate")
+arg("--verbose", type=unit, default=0.0, help="arithmetic: teacher's check lines")
+arg("--operands", type=bounded(int, 2, 6), default=3, help="countdown: numbers given")
+arg("--max_number", type=bounded(int, 1, 1000), default=9, help="countdown: largest number given")
+arg("--max_target", type=bounded(int, 1, 10**4), default=30, help="countdown: largest target")
 # model and warm start
 arg("--init_from", default="scratch", help="scratch, resume, a checkpoint, or GPT-2's files")
 arg("--sft_steps", type=bounded(int, 0, 10**8), help="None: 3000 on CUDA, else 1500; 0 from a file")
@@ -97,6 +102,10 @@ run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=
 ckpt = None
 if args.init_from == "resume":  # the checkpoint's settings
     args, ckpt = checkpoint.resume(p, run.ckpt)
+if args.task is None:  # --data alone names GSM8K's format
+    args.task = "gsm8k" if args.data is not None else "arithmetic"
+if (args.task == "gsm8k") != (args.data is not None):
+    die(f"--task {args.task} {'needs' if args.task == 'gsm8k' else 'reads no'} --data: --task gsm8k --data FILE.jsonl")
 scratch = args.init_from == "scratch"
 if args.sft_steps is None:  # from a file: none unless asked
     args.sft_steps = 0
@@ -130,8 +139,7 @@ def all_sum(t):  # t summed over the ranks, in place
 
 
 # ---------------- task and model
-task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
-task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems; a sampler of the others
+task = tasks.TASKS[args.task](args)  # held-out problems, a sampler of the others; the verdict, answer and reward
 if scratch:  # tokens: bytes and the task's words
     enc = byte_tokenizer(frequent_words(task.texts(PROMPT)))
     prompt = PROMPT
@@ -144,6 +152,7 @@ EOS = enc.eot_token
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
 fwd = torch.compile(model) if args.compile else model  # the training forward
 sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
+judge = dict(verdict=task.verdict, answer=task.answer)  # the task's: every accuracy figure (sample.evaluate)
 
 
 def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in them is text
@@ -155,7 +164,6 @@ def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in them i
 
 
 held_out = [encode(pb)[0] for pb in task.test]
-held_golds = [pb.gold for pb in task.test]
 longest = max(len(encode(pb)[0]) for pb in task.problems) + args.max_new_tokens  # each fits; a step's columns
 model.check_memory(device, rows=B * args.G, cols=longest, micro_batch=args.micro_batch, ref=args.beta > 0)
 
@@ -200,11 +208,11 @@ def rollout(problems, gen):  # 1-2. G completions per problem (rows b*G .. b*G+G
     with autocast:
         roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
     texts = sample.completions_text(roll, enc)
-    golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
-    rewards = reward.REWARDS[args.reward](texts, golds, format_bonus=args.format_bonus).to(device)  # (N,)
+    each = [pb for pb in problems for _ in range(args.G)]  # row b*G + g's problem
+    rewards = tasks.REWARDS[args.reward](task, each, texts, format_bonus=args.format_bonus).to(device)  # (N,)
     if args.overlong:  # DAPO's length penalty
         rewards = rewards + reward.overlong_penalty(roll.lengths, args.max_new_tokens, args.overlong).to(device)
-    correct = reward.correct(texts, golds).to(device)  # (N,) bool: the verdict, whatever the reward
+    correct = task.verdicts(each, texts).to(device)  # (N,) bool: the task's verdict, whatever the reward
     return roll, rewards, correct
 
 
@@ -241,7 +249,7 @@ def evaluate():  # held out, with a generator of its own
     g = torch.Generator(device).manual_seed(args.seed + 1)
     with autocast:
         ev = sample.evaluate(
-            model, held_out, held_golds, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, **sampling
+            model, held_out, task.test, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, **judge, **sampling
         )
     show = ["kind", "step", "greedy_acc", "greedy_acc_se", "pass@1", f"pass@{args.G}", "maj@1", f"maj@{args.G}"]
     run.log({"kind": "eval", "step": step, **ev}, show)

@@ -1,4 +1,4 @@
-"""Properties of reward.py's task: make_problem's problems (the random stream they are drawn from, their arithmetic,
+"""Properties of task.py's number tasks: make_problem's problems (the random stream they are drawn from, their arithmetic,
 the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from model import PROMPT, byte_tokenizer, frequent_words
-from reward import DataError, Problem, Task, make_problem, read_gsm8k, reward
+from reward import reward
+from task import GSM8K, Arithmetic, DataError, Problem, make_problem, read_gsm8k
 
 DATA = Path(__file__).parent / "data"
 STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12
@@ -167,7 +168,7 @@ def test_read_gsm8k_missing_file(tmp_path):
 
 
 def test_an_empty_data_file_name_is_a_one_line_data_error():
-    for make in (Task, read_gsm8k):
+    for make in (GSM8K, read_gsm8k):
         with pytest.raises(DataError, match="^the data file name is empty$"):
             make("")
 
@@ -178,7 +179,7 @@ def test_an_empty_data_file_name_is_a_one_line_data_error():
 def test_the_built_in_task_never_draws_a_held_out_problem():
     """1000 problems are held out (the first eval_size of them scored); over many draws sample() meets none of them,
     though it draws from the same distribution (difficulty 1: few distinct problems, so a draw often would)."""
-    task = Task(difficulty=1, eval_size=50, seed=3)
+    task = Arithmetic(difficulty=1, eval_size=50, seed=3)
     assert len(task.problems) == 1000 and task.test == task.problems[:50]
     held_out = {pb.question for pb in task.problems}
     rng, drawn = random.Random(0), []
@@ -190,14 +191,14 @@ def test_the_built_in_task_never_draws_a_held_out_problem():
 
 
 def test_the_built_in_task_holds_out_eval_size_problems_past_1000():
-    task = Task(eval_size=1500)
+    task = Arithmetic(eval_size=1500)
     assert len(task.problems) == len(task.test) == 1500
 
 
 def test_the_built_in_task_streams_stay_as_published():
     """Published runs depend on these draws: the held-out problems come from Random(seed + 1), training problems
     from the rng given to sample(), with the teacher's slips and checks only there."""
-    task = Task(slip=1.0, verbose=1.0, seed=0)
+    task = Arithmetic(slip=1.0, verbose=1.0, seed=0)
     assert task.test[0] == Problem(
         "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?", "3+8=11\n11+4=15\n#### 15", "15"
     )
@@ -208,53 +209,53 @@ def test_the_built_in_task_streams_stay_as_published():
 
 def test_a_data_file_holds_out_its_last_tenth(tmp_path):
     rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(57)]
-    task = Task(write(tmp_path, rows), eval_size=200)
+    task = GSM8K(write(tmp_path, rows), eval_size=200)
     assert task.problems == read_gsm8k(tmp_path / "data.jsonl") and len(task.problems) == 57
     assert task.test == task.problems[-5:] and task.train == task.problems[:-5]  # 57 // 10
     rng = random.Random(0)
     drawn = [task.sample(rng) for _ in range(2000)]
     assert set(drawn) == set(task.train)  # every training problem, and never a held-out one
-    assert Task(write(tmp_path, rows), eval_size=3).test == task.problems[-3:]  # at most eval_size
-    assert Task(write(tmp_path, rows[:4])).test == task.problems[3:4]  # at least one
+    assert GSM8K(write(tmp_path, rows), eval_size=3).test == task.problems[-3:]  # at most eval_size
+    assert GSM8K(write(tmp_path, rows[:4])).test == task.problems[3:4]  # at least one
 
 
 def test_the_key_names_the_problems_not_the_path(tmp_path):
     keys = {
-        "default": Task().key,
-        "difficulty": Task(difficulty=3).key,
-        "slip": Task(slip=0.1).key,
-        "verbose": Task(verbose=0.5).key,
-        "a larger pool": Task(eval_size=1200).key,
+        "default": Arithmetic().key,
+        "difficulty": Arithmetic(difficulty=3).key,
+        "slip": Arithmetic(slip=0.1).key,
+        "verbose": Arithmetic(verbose=0.5).key,
+        "a larger pool": Arithmetic(eval_size=1200).key,
     }
     assert len(set(keys.values())) == len(keys), keys
-    assert Task(eval_size=300).key == keys["default"]  # the same 1000 held out, more of them scored
+    assert Arithmetic(eval_size=300).key == keys["default"]  # the same 1000 held out, more of them scored
     rows = [row(f"What is {i} + 1?", f"#### {i + 1}") for i in range(30)]
     here, there = write(tmp_path, rows, "a.jsonl"), write(tmp_path, rows, "b.jsonl")
-    assert Task(here).key == Task(there).key  # a moved file is the same task
-    assert Task(here, eval_size=2).key != Task(here).key  # another split
-    assert Task(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != Task(here).key
-    assert Task(here).key not in keys.values()
+    assert GSM8K(here).key == GSM8K(there).key  # a moved file is the same task
+    assert GSM8K(here, eval_size=2).key != GSM8K(here).key  # another split
+    assert GSM8K(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != GSM8K(here).key
+    assert GSM8K(here).key not in keys.values()
 
 
 def test_texts_are_training_problems_as_the_model_reads_them(tmp_path):
     """Task.texts: what train.py's from-scratch tokenizer counts its words on. The built-in task's are n fresh
     problems (a seed's held-out ones skipped), and every seed has the same words; a data file's are its training
     problems, none held out."""
-    task = Task(seed=3)
+    task = Arithmetic(seed=3)
     texts = task.texts("Q: {question}\nA: ", n=300)
     held_out = {pb.question for pb in task.problems}
     assert len(texts) == 300 and all(t.startswith("Q: ") and "\nA: " in t and "\n#### " in t for t in texts)
     assert not any(t[3:].partition("\nA: ")[0] in held_out for t in texts)
-    assert frequent_words(texts) == frequent_words(Task(seed=4).texts("Q: {question}\nA: ", n=300))
+    assert frequent_words(texts) == frequent_words(Arithmetic(seed=4).texts("Q: {question}\nA: ", n=300))
     rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(20)]
-    data = Task(write(tmp_path, rows))
+    data = GSM8K(write(tmp_path, rows))
     assert data.texts("{question}|") == [f"{pb.question}|{pb.solution}" for pb in data.train]
 
 
 def test_the_built_in_task_reads_in_words_and_digits():
     """The from-scratch tokenizer on the built-in task (train.py): every word of a problem is one token, digits and
     symbols one byte each, so a prompt is 20 to 30 tokens where it is 50 to 80 bytes."""
-    enc = byte_tokenizer(frequent_words(Task().texts(PROMPT)))
+    enc = byte_tokenizer(frequent_words(Arithmetic().texts(PROMPT)))
     assert enc.name == "words" and enc.n_vocab == 392  # 38 words and "####", with their prefixes
     rng = random.Random(5)
     for _ in range(200):
