@@ -271,10 +271,33 @@ def resume(parser, path):
     args = parser.parse_args(namespace=argparse.Namespace(**ckpt["args"]))  # typed flags override saved ones
     for k, v in ckpt["args"].items():
         if k not in RESUMABLE and getattr(args, k) != v:
-            raise LoadError(f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it: drop it")
+            new = f"--init_from {path} --out_dir {os.path.dirname(path) or '.'}-{k} --{k} {getattr(args, k)}"
+            raise LoadError(
+                f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it: drop it, or start a new "
+                f"run from its weights: {new}"
+            )
     if getattr(args, "steps", 0) < ckpt["step"]:
         raise LoadError(f"{path} is at step {ckpt['step']}: --steps must be at least that")
     return args, ckpt
+
+
+def inherit(parser, args, path, keys):
+    """args of a new run from a nanogrpo checkpoint (--init_from path): the saved value of each flag in `keys` that
+    was not typed now, each one taken printed, so that the same weights meet the same task, held-out problems and
+    lengths. A file without saved flags (GPT-2's, a warm start) gives none; a bad file is load_model's to report."""
+    try:
+        saved = load_checkpoint(path, mmap=True).get("args")
+    except LoadError:
+        return args
+    if not isinstance(saved, dict):
+        return args
+    untyped = object()
+    typed = parser.parse_args(namespace=argparse.Namespace(**dict.fromkeys(keys, untyped)))  # argparse keeps these
+    for k in keys:
+        if k in saved and getattr(typed, k) is untyped and getattr(args, k) != saved[k]:
+            print(f"from {path}: --{k} {saved[k]} (type --{k} to change it)")
+            setattr(args, k, saved[k])
+    return args
 
 
 def restore(module, state, path):

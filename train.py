@@ -95,13 +95,20 @@ arg("--compile", action=argparse.BooleanOptionalAction, default=False, help="tor
 arg("--decode", default="plain", choices=sample.DECODERS, help="sample.py")
 arg("--out_dir", default="out", help="for metrics.jsonl, ckpt.pt, warmstart.pt")
 args = p.parse_args()
+INHERITED = "task data difficulty teacher_slip verbose operands max_number max_target eval_size max_new_tokens lr seed"
+INHERITED = INHERITED.split()  # --init_from CKPT: the flags taken from its run unless typed
 world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
 rank = int(os.environ.get("RANK", "0"))
 master = rank == 0  # alone warm-starts, logs, evaluates and saves
+own = os.path.abspath(os.path.join(args.out_dir, checkpoint.RUN_FILES[0]))
+if args.init_from not in ("scratch", "resume") and os.path.abspath(args.init_from) == own:  # a new run removes it
+    die(f"--init_from {args.init_from} is --out_dir's own checkpoint, which a new run replaces: pick another --out_dir")
 run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=master)  # locked for this run
 ckpt = None
 if args.init_from == "resume":  # the checkpoint's settings
     args, ckpt = checkpoint.resume(p, run.ckpt)
+elif args.init_from != "scratch":  # a new run from a checkpoint: its task, lengths, lr and seed unless typed
+    args = checkpoint.inherit(p, args, args.init_from, INHERITED)
 if args.task is None:  # --data alone names GSM8K's format
     args.task = "gsm8k" if args.data is not None else "arithmetic"
 if (args.task == "gsm8k") != (args.data is not None):
@@ -127,8 +134,6 @@ if world > 1:
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=2))
 bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bf16_supported(device))
 autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if bf16 else nullcontext()
-if master:
-    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
 torch.manual_seed(args.seed)  # the model's init (the rest seeds its own)
 
 
@@ -148,6 +153,9 @@ if scratch:  # tokens: bytes and the task's words
 else:  # a checkpoint or GPT-2's files, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
 model = model.to(device)
+if master:  # the flags, with the model's real shape (a file's, not the from-scratch flags)
+    real = {k: getattr(model.config, k) for k in ("n_layer", "n_head", "n_embd", "block_size")}
+    print("config:", " ".join(f"{k}={v}" for k, v in (vars(args) | real).items()), f"device={device} bf16={bf16}")
 EOS = enc.eot_token
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
 fwd = torch.compile(model) if args.compile else model  # the training forward

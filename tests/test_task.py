@@ -8,13 +8,29 @@ tokenizer on the built-in task)."""
 import json
 import random
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from model import PROMPT, byte_tokenizer, frequent_words
 from reward import reward
-from task import GSM8K, Arithmetic, DataError, Problem, make_problem, read_gsm8k
+from task import (
+    GSM8K,
+    MAX_DEPTH,
+    MAX_EXPRESSION_CHARS,
+    Arithmetic,
+    Countdown,
+    CountdownProblem,
+    DataError,
+    Problem,
+    countdown_answer,
+    make_countdown,
+    make_problem,
+    parse_expression,
+    read_gsm8k,
+    solve_countdown,
+)
 
 DATA = Path(__file__).parent / "data"
 STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12
@@ -266,3 +282,132 @@ def test_the_built_in_task_reads_in_words_and_digits():
         assert [p for p in pieces if p.strip().isalpha() and len(p.strip()) > 1 or p == "####"] == words
         assert [p for p in pieces if p.isdigit()] == list(re.sub(r"\D", "", prompt + pb.solution))
         assert 20 <= len(enc.encode(prompt)) <= 30 and 50 <= len(prompt.encode()) <= 80
+
+
+# ----------------------------------------------------------------------------- countdown
+def countdown(numbers, target):
+    return CountdownProblem(f"Using the numbers {list(numbers)}, make {target}.", "", str(target), tuple(numbers))
+
+
+@pytest.mark.parametrize(
+    "text, value, numbers",
+    [
+        ("(1 + 2) * 3", 9, [1, 2, 3]),
+        ("8/(3-1)", 4, [8, 3, 1]),
+        ("7 - 2 - 1", 4, [7, 2, 1]),  # left to right
+        ("2*3+4", 10, [2, 3, 4]),  # * before +
+        ("2+3*4", 14, [2, 3, 4]),
+        ("8/4/2", 1, [8, 4, 2]),
+        ("1/3+1/3", Fraction(2, 3), [1, 3, 1, 3]),  # exact: no float
+        ("6 × 7 ÷ 2", 21, [6, 7, 2]),
+        ("((((5))))", 5, [5]),
+        (" 12 - 4 ", 8, [12, 4]),
+    ],
+)
+def test_parse_expression_reads_valid_expressions_exactly(text, value, numbers):
+    assert parse_expression(text) == (Fraction(value), numbers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "1 +", "+ 1", "-1 + 2", "(1 + 2", "1 + 2)", "()", "1 2", "1.5 * 2", "2 ** 3", "2^3", "x + 1", "1 = 1",
+     "3 % 2", "1e3", "0x10", "(1)(2)", "1 / 0", "5 / (3 - 3)", "1 + 2 / (4 - 2*2)", None, 42, "۳ + 1", "１ + 2"],
+)  # fmt: skip
+def test_parse_expression_refuses_what_is_not_an_expression_and_division_by_zero(text):
+    assert parse_expression(text) is None
+
+
+def test_parse_expression_runs_no_code(monkeypatch):
+    """Hostile answers are text, never code: with eval, exec and compile gone, each is refused and nothing runs."""
+    import builtins
+
+    for name in ("eval", "exec", "compile", "__import__"):
+        monkeypatch.setattr(builtins, name, lambda *a, **k: pytest.fail("code ran"))
+    for text in ["__import__('os').system('echo hi')", "(lambda: 1)()", "1 + open('x').read()", "[1] * 9", "1;2"]:
+        assert parse_expression(text) is None
+
+
+def test_parse_expression_bounds_hostile_inputs():
+    """Deep nesting, huge numbers and long strings are refused, never a RecursionError, a huge int or a long parse:
+    at most MAX_EXPRESSION_CHARS characters are read, MAX_DEPTH parentheses deep, numbers of max_digits digits."""
+    deep = "(" * MAX_DEPTH + "1" + ")" * MAX_DEPTH
+    assert parse_expression(deep) == (Fraction(1), [1])
+    assert parse_expression("(" + deep + ")") is None  # one level more
+    assert parse_expression("(" * 100_000 + "1" + ")" * 100_000) is None  # too long to read at all
+    assert parse_expression("9" * 7) is None and parse_expression("9" * 6) == (Fraction(999999), [999999])
+    assert parse_expression("9" * 10**6) is None
+    assert parse_expression("1+" * (MAX_EXPRESSION_CHARS // 2) + "1") is None
+    assert parse_expression("*".join(["9"] * 9)) is None  # more numbers than max_numbers (8)
+    assert parse_expression("999999*999999*999999*999999*999999*999999*999999*999999") is not None  # 8: exact, small
+    flood = "<answer>" * 50_000 + "1+2" + "</answer>" * 3 + "x" * 10**6  # a long completion: the last tag is read
+    assert countdown_answer(flood) == "1+2" and countdown_answer("<answer>1+2</answer>" + "x" * 10**6) == "1+2"
+    assert countdown_answer("<answer>" + "1+" * 200 + "1</answer>") is None  # a tag longer than the cap
+
+
+def test_countdown_verdict_wants_each_number_once_and_the_target():
+    task, pb = Countdown(eval_size=1), countdown((3, 5, 7), 22)
+    right = ["<answer>3*5+7</answer>", "<answer>(5*3)+7</answer>", "steps\n<answer> 7 + 5 * 3 </answer>"]
+    wrong = {
+        "<answer>3*5+7+0</answer>": "a number not given",
+        "<answer>3*5+5+2</answer>": "not the numbers given",
+        "<answer>3*7+1</answer>": "a number missing",
+        "<answer>5*5-3</answer>": "a number reused",
+        "<answer>3+5+7</answer>": "the numbers, not the target",
+        "3*5+7": "no tag",
+        "<answer>3*5+7": "no closing tag",
+        "<answer>22</answer>": "the target alone",
+        "<answer>3*5+7 = 22</answer>": "not an expression",
+    }
+    for o in right:
+        assert task.verdict(pb, o) and task.answer(pb, o) == 22, o
+    for o, why in wrong.items():
+        assert not task.verdict(pb, o), why
+    assert task.answer(pb, "<answer>3+5+7</answer>") == 15 and task.answer(pb, "<answer>3+3</answer>") is None
+    assert not task.verdict(countdown((3, 3, 1), 1), "<answer>3/(3-3)*1</answer>")  # division by zero: wrong
+    assert task.verdict(countdown((3, 3, 1), 2), "<answer>3/3+1</answer>")  # a number given twice may be used twice
+
+
+def test_countdown_reward_pays_right_answers_and_a_format_bonus():
+    task, pb = Countdown(eval_size=1), countdown((3, 5, 7), 22)
+    texts = ["<answer>3*5+7</answer>", "<answer>3+5+7</answer>", "<answer>3+5</answer>", "no answer", "<answer>x"]
+    assert task.reward([pb] * 5, texts).tolist() == [1, 0, 0, 0, 0]
+    assert task.reward([pb] * 5, texts, format_bonus=0.1).tolist() == pytest.approx([1.1, 0.1, 0.1, 0, 0])
+    assert task.verdicts([pb] * 5, texts).tolist() == [True, False, False, False, False]
+    with pytest.raises(ValueError):
+        task.reward([pb], texts[:1], format_bonus=0.5)
+
+
+def test_countdown_problems_are_drawn_as_tinyzero_draws_them():
+    """Target uniform in 1..max_target, then the numbers uniform in 1..max_number, redrawn until some expression
+    reaches the target; the teacher's steps hold, its answer is right unless it slipped, and a slip is wrong."""
+    judge = Countdown(eval_size=1)
+    for seed in range(100):
+        rng, mirror = random.Random(seed), random.Random(seed)
+        pb = make_countdown(rng, 3, 9, 30, slip=0.5)
+        while True:  # the same draws, by hand
+            target, numbers = mirror.randint(1, 30), [mirror.randint(1, 9) for _ in range(3)]
+            if solve_countdown(numbers, target):
+                break
+        assert (pb.numbers, pb.gold) == (tuple(numbers), str(target))
+        *steps, last = pb.solution.split("\n")
+        for step in steps:
+            a, op, b, c = re.fullmatch(r"(\d+)([-+*/])(\d+)=(\d+)", step).groups()
+            assert parse_expression(f"{a}{op}{b}")[0] == int(c)
+        slipped = not judge.verdict(pb, pb.solution)
+        expression = solve_countdown(numbers, target)[1]
+        assert last == f"<answer>{expression}</answer>" or (slipped and expression not in last)
+    rng = random.Random(0)
+    right = [judge.verdict(pb, pb.solution) for pb in (make_countdown(rng, slip=0.3) for _ in range(500))]
+    assert 0.6 < sum(right) / len(right) < 0.8  # about 1 - slip
+
+
+def test_the_countdown_task_holds_out_its_problems_and_names_its_settings():
+    task = Countdown(eval_size=50, seed=3)
+    assert len(task.problems) == 1000 and task.test == task.problems[:50]
+    held_out = {pb.question for pb in task.problems}
+    rng = random.Random(0)
+    assert not held_out & {task.sample(rng).question for _ in range(3000)}
+    keys = {Countdown(eval_size=1, **kw).key for kw in [{}, dict(operands=4), dict(max_number=20), dict(slip=0.5)]}
+    assert len(keys) == 4
+    pb = task.test[0]
+    assert task.problem(pb.question) == pb._replace(solution="")  # a typed question read back (sample.py)
