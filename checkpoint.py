@@ -109,6 +109,8 @@ CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 TRAIN_KEYS = {"step": int, "task": str, "args": dict, "optimizer": dict, "log_bytes": int, "ref": (dict, type(None))}
 # nanoGPT's resume rule: a resumed run keeps the checkpoint's settings but these (train.py checks --data's content)
 RESUMABLE = tuple("lr steps eval_every micro_batch device dtype compile decode data out_dir init_from".split())
+# a new run from a run's checkpoint (--init_from CKPT) takes these from its run unless typed: its task and lengths
+INHERITED = tuple("task data difficulty teacher_slip verbose eval_size max_new_tokens lr seed".split())
 TOKENIZERS = ("bytes", "words", "gpt2")  # "words" (model.byte_tokenizer's) rebuilds from its saved ranks alone
 RUN_FILES = ("ckpt.pt", "warmstart.pt", "metrics.jsonl")  # a run's out_dir: checkpoint, cached warm start, log
 SAFETENSORS_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, BOOL=torch.bool)
@@ -281,10 +283,21 @@ def resume(parser, path):
     return args, ckpt
 
 
-def inherit(parser, args, path, keys):
-    """args of a new run from a nanogrpo checkpoint (--init_from path): the saved value of each flag in `keys` that
-    was not typed now, each one taken printed, so that the same weights meet the same task, held-out problems and
-    lengths. A file without saved flags (GPT-2's, a warm start) gives none; a bad file is load_model's to report."""
+def shape(model):
+    """train.py's shape flags as a model has them (a model from a file has its own, not the flags')."""
+    return {k: getattr(model.config, k) for k in ("n_layer", "n_head", "n_embd", "block_size")}
+
+
+def inherit(parser, args, keys=INHERITED):
+    """args of a new run from a nanogrpo checkpoint (--init_from path, neither scratch nor resume): the saved value of
+    each flag in `keys` that was not typed now, each one taken printed, so that the same weights meet the same task,
+    held-out problems and lengths. A file without saved flags (GPT-2's, a warm start) gives none; a bad file is
+    load_model's to report. The run's own out_dir/ckpt.pt is refused: a new run removes it before it is read."""
+    path = args.init_from
+    if path in ("scratch", "resume"):
+        return args
+    if os.path.abspath(path) == os.path.abspath(os.path.join(args.out_dir, RUN_FILES[0])):
+        raise LoadError(f"--init_from {path} is --out_dir's own checkpoint, which a new run replaces: use another")
     try:
         saved = load_checkpoint(path, mmap=True).get("args")
     except LoadError:
@@ -318,7 +331,7 @@ def restore(module, state, path):
 
 def restore_training(ckpt, path, optimizer, ref, task_key):
     """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from.
-    task_key is the run's task now (reward.Task.key): another than the checkpoint's is refused."""
+    task_key is the run's task now (task.Task.key): another than the checkpoint's is refused."""
     if ckpt["task"] != task_key:
         raise LoadError(
             f"the task changed since {path} was written (another --data content or task flag); start afresh"
@@ -463,6 +476,7 @@ def check_flags(args, device, world):
         (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
         (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
         (args.overlong >= args.max_new_tokens, f"--overlong {args.overlong} must be below --max_new_tokens"),
+        ((args.task == "gsm8k") != (args.data is not None), f"--task {args.task}: --data FILE.jsonl is --task gsm8k's"),
     ]:
         if broken:
             die(fix)

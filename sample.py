@@ -31,9 +31,10 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
               small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
-over all k-subsets of its n samples. What is right, and what a sample answers, is the task's (task.py): evaluate()
-and sampled_metrics() take its verdict(problem, completion) and answer(problem, completion) as arguments, so this file
-imports no task and no verifier. evaluate() gives pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
+over all k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and
+sampled_metrics() take a judge, the run's task (task.py) or any object with its two methods verdict(problem,
+completion) -> bool and answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no
+verifier. evaluate() gives pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
 that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new
 ones. The command line (the file's end) talks to a checkpoint.
 """
@@ -405,15 +406,15 @@ def maj_at_k(answers, gold, k):
     return float(_maj_counts(answers, gold)[k - 1])
 
 
-def sampled_metrics(completions, problems, G, *, verdict, answer):
+def sampled_metrics(completions, problems, G, judge):
     """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per problem in contiguous
-    groups (completion b*G + g answers problems[b]); sampled_right, each problem's right ones. The task's functions
-    judge: verdict(problem, completion) -> bool, answer(problem, completion) -> the value voted on (hashable) or None;
-    a right completion's answer is the problem's one right value, which maj@k counts as gold."""
+    groups (completion b*G + g answers problems[b]); sampled_right, each problem's right ones. The judge (a task)
+    decides: judge.verdict(problem, completion) -> bool, judge.answer(problem, completion) -> the value voted on
+    (hashable) or None; a right completion's answer is the problem's one right value, which maj@k counts as gold."""
     B = len(problems)
-    verdicts = [verdict(problems[i // G], c) for i, c in enumerate(completions)]
+    verdicts = [judge.verdict(problems[i // G], c) for i, c in enumerate(completions)]
     right = torch.tensor(verdicts, dtype=torch.bool).view(B, G)  # (B, G)
-    answers = [answer(problems[i // G], c) for i, c in enumerate(completions)]
+    answers = [judge.answer(problems[i // G], c) for i, c in enumerate(completions)]
     golds = [None] * B  # each problem's right value, when a sample gives it (else no vote is right)
     for i, (a, v) in enumerate(zip(answers, verdicts)):
         if v:
@@ -448,9 +449,7 @@ def evaluate(
     G,
     max_new_tokens,
     enc,
-    *,
-    verdict,
-    answer,
+    judge,
     temperature=1.0,
     eos_id=256,
     batch=64,
@@ -459,8 +458,8 @@ def evaluate(
 ):
     """A policy on held-out problems (prompts as token lists, and the problems they pose): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
-    k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the task's
-    verdict(problem, completion) and answer(problem, completion) (sampled_metrics), never with a reward's value. Per
+    k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the judge's (the task's)
+    verdict and answer (sampled_metrics), never with a reward's value. Per
     problem, for paired comparisons of
     two policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how
     many of its G samples are)."""
@@ -471,11 +470,11 @@ def evaluate(
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, eos_id=eos_id, decode=decode), enc)
         roll = generate(model, chunk, G, max_new_tokens, temperature, eos_id=eos_id, generator=generator, decode=decode)
         samples += completions_text(roll, enc)
-    greedy_right = torch.tensor([verdict(pb, o) for pb, o in zip(problems, greedy)], dtype=torch.bool)  # (n,)
+    greedy_right = torch.tensor([judge.verdict(pb, o) for pb, o in zip(problems, greedy)], dtype=torch.bool)  # (n,)
     acc = greedy_right.float().mean().item()
     se = math.sqrt(acc * (1 - acc) / len(problems))
     scores = {"greedy_acc": acc, "greedy_acc_se": se, "greedy_right": greedy_right.int().tolist()}
-    return {**scores, **sampled_metrics(samples, problems, G, verdict=verdict, answer=answer)}
+    return {**scores, **sampled_metrics(samples, problems, G, judge)}
 
 
 if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"

@@ -53,7 +53,8 @@ class Task:
     """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
     all known before training (train.py's longest prompt); key: names their settings and content, not the seed.
     The verdict, answer and reward here are a number task's (reward.py's verifier against pb.gold); a task of another
-    kind overrides all three, keeping verdict(pb, o) == (answer(pb, o) == right(pb)) with right(pb) never None."""
+    kind overrides all three, keeping one right answer per problem: a completion is right exactly when its answer is
+    that one (sample.sampled_metrics counts it as maj@k's gold)."""
 
     name = "task"
     problems = ()
@@ -78,21 +79,24 @@ class Task:
         """What a completion answers, the value maj@k votes on (hashable), or None: it abstains."""
         return reward.parse_number(reward.extract_answer(completion))
 
-    def right(self, pb):
-        """The answer that is right for pb: verdict(pb, o) is answer(pb, o) == right(pb)."""
-        return reward.parse_number(pb.gold)
-
     def verdict(self, pb, completion):
         """Whether a completion is right: accuracy, which a reward's value (with a bonus) is not."""
         return reward.is_correct(reward.extract_answer(completion), pb.gold)
 
     def reward(self, problems, completions, *, format_bonus=0.0):
-        """The reward of each completion, float32 (N,): problems one per completion."""
-        return reward.rewards(completions, [pb.gold for pb in problems], format_bonus=format_bonus)  # (N,)
+        """The reward of each completion, float32 (N,): problems one per completion, or one per group (expand)."""
+        return reward.rewards(completions, [pb.gold for pb in expand(problems, completions)], format_bonus=format_bonus)
 
     def verdicts(self, problems, completions):
-        """verdict() of each completion, bool (N,): problems one per completion."""
-        return torch.tensor([self.verdict(pb, o) for pb, o in zip(problems, completions)], dtype=torch.bool)  # (N,)
+        """verdict() of each completion, bool (N,): problems one per completion, or one per group (expand)."""
+        pairs = zip(expand(problems, completions), completions)
+        return torch.tensor([self.verdict(pb, o) for pb, o in pairs], dtype=torch.bool)  # (N,)
+
+
+def expand(problems, completions):
+    """Problems one per completion: given one per group of G = N / B contiguous completions, row b*G + g gets
+    problems[b]; else ValueError."""
+    return reward.expand_golds(list(problems), len(completions))
 
 
 # ----------------------------------------------------------------------------- arithmetic (built in)
@@ -393,19 +397,17 @@ class Countdown(Task):
             return None
         return parsed[0]
 
-    def right(self, pb):
-        return Fraction(int(pb.gold)) if pb.gold is not None else None
-
     def verdict(self, pb, completion):
+        """Right when the answer, a valid expression's value, is the target."""
         value = self.answer(pb, completion)
-        return value is not None and value == self.right(pb)
+        return value is not None and pb.gold is not None and value == int(pb.gold)
 
     def reward(self, problems, completions, *, format_bonus=0.0):
         """1 for a right answer, plus format_bonus for an <answer> tag that holds an expression, float32 (N,)."""
         if not 0.0 <= format_bonus <= reward.MAX_FORMAT_BONUS:
             raise ValueError(f"format_bonus must be in [0, {reward.MAX_FORMAT_BONUS}], got {format_bonus}")
         out = []
-        for pb, o in zip(problems, completions):
+        for pb, o in zip(expand(problems, completions), completions):
             formed = parse_expression(countdown_answer(o), max_numbers=len(pb.numbers)) is not None
             out.append(float(self.verdict(pb, o)) + (format_bonus if formed else 0.0))
         return torch.tensor(out, dtype=torch.float32)  # (N,)
@@ -417,20 +419,12 @@ def verifier(task, problems, completions, *, format_bonus=0.0):
     return task.reward(problems, completions, format_bonus=format_bonus)
 
 
-REWARDS = {
-    "verifier": verifier
-}  # --reward: fn(task, problems one per completion, completions, *, format_bonus) -> (N,)
+# --reward: fn(task, problems (one per completion or per group: expand), completions, *, format_bonus) -> (N,)
+REWARDS = {"verifier": verifier}
 TASKS = {  # --task: fn(args) -> Task, from train.py's flags
     "arithmetic": lambda a: Arithmetic(
         difficulty=a.difficulty, slip=a.teacher_slip, verbose=a.verbose, eval_size=a.eval_size, seed=a.seed
     ),
     "gsm8k": lambda a: GSM8K(a.data, eval_size=a.eval_size),
-    "countdown": lambda a: Countdown(
-        operands=a.operands,
-        max_number=a.max_number,
-        max_target=a.max_target,
-        slip=a.teacher_slip,
-        eval_size=a.eval_size,
-        seed=a.seed,
-    ),
+    "countdown": lambda a: Countdown(slip=a.teacher_slip, eval_size=a.eval_size, seed=a.seed),  # sizes: its defaults
 }

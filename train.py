@@ -1,4 +1,4 @@
-"""train.py: warm-start a small GPT on a task (task.py), then train it with GRPO. Read it top to bottom.
+"""train.py: warm-start a small GPT on a task, then train it with GRPO. Read it top to bottom.
 
     python train.py --G 8 --beta 0.04                        # one process: CUDA, else MPS, else CPU
     torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
@@ -70,14 +70,11 @@ arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 120, help="
 arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 40, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems")
 # task
-arg("--task", choices=tuple(tasks.TASKS), help="task.py; None: gsm8k with --data, else arithmetic")
-arg("--data", help="gsm8k: a GSM8K-format JSONL file")
+arg("--task", choices=tuple(tasks.TASKS), help="None: gsm8k if --data, else arithmetic")
+arg("--data", help="gsm8k: GSM8K-format JSONL")
 arg("--difficulty", type=bounded(int, 1, 20), default=2, help="arithmetic: operations, at most")
-arg("--teacher_slip", type=unit, default=0.6, help="arithmetic, countdown: teacher's error rate")
+arg("--teacher_slip", type=unit, default=0.6, help="teacher's error rate")
 arg("--verbose", type=unit, default=0.0, help="arithmetic: teacher's check lines")
-arg("--operands", type=bounded(int, 2, 6), default=3, help="countdown: numbers given")
-arg("--max_number", type=bounded(int, 1, 1000), default=9, help="countdown: largest number given")
-arg("--max_target", type=bounded(int, 1, 10**4), default=30, help="countdown: largest target")
 # model and warm start
 arg("--init_from", default="scratch", help="scratch, resume, a checkpoint, or GPT-2's files")
 arg("--sft_steps", type=bounded(int, 0, 10**8), help="None: 3000 on CUDA, else 1500; 0 from a file")
@@ -95,24 +92,15 @@ arg("--compile", action=argparse.BooleanOptionalAction, default=False, help="tor
 arg("--decode", default="plain", choices=sample.DECODERS, help="sample.py")
 arg("--out_dir", default="out", help="for metrics.jsonl, ckpt.pt, warmstart.pt")
 args = p.parse_args()
-INHERITED = "task data difficulty teacher_slip verbose operands max_number max_target eval_size max_new_tokens lr seed"
-INHERITED = INHERITED.split()  # --init_from CKPT: the flags taken from its run unless typed
 world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
 rank = int(os.environ.get("RANK", "0"))
 master = rank == 0  # alone warm-starts, logs, evaluates and saves
-own = os.path.abspath(os.path.join(args.out_dir, checkpoint.RUN_FILES[0]))
-if args.init_from not in ("scratch", "resume") and os.path.abspath(args.init_from) == own:  # a new run removes it
-    die(f"--init_from {args.init_from} is --out_dir's own checkpoint, which a new run replaces: pick another --out_dir")
+args = checkpoint.inherit(p, args)  # --init_from CKPT: its run's task flags
 run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=master)  # locked for this run
 ckpt = None
 if args.init_from == "resume":  # the checkpoint's settings
     args, ckpt = checkpoint.resume(p, run.ckpt)
-elif args.init_from != "scratch":  # a new run from a checkpoint: its task, lengths, lr and seed unless typed
-    args = checkpoint.inherit(p, args, args.init_from, INHERITED)
-if args.task is None:  # --data alone names GSM8K's format
-    args.task = "gsm8k" if args.data is not None else "arithmetic"
-if (args.task == "gsm8k") != (args.data is not None):
-    die(f"--task {args.task} {'needs' if args.task == 'gsm8k' else 'reads no'} --data: --task gsm8k --data FILE.jsonl")
+args.task = args.task or ("gsm8k" if args.data else "arithmetic")
 scratch = args.init_from == "scratch"
 if args.sft_steps is None:  # from a file: none unless asked
     args.sft_steps = 0
@@ -144,7 +132,7 @@ def all_sum(t):  # t summed over the ranks, in place
 
 
 # ---------------- task and model
-task = tasks.TASKS[args.task](args)  # held-out problems, a sampler of the others; the verdict, answer and reward
+task = tasks.TASKS[args.task](args)  # held-out problems; a sampler of the others
 if scratch:  # tokens: bytes and the task's words
     enc = byte_tokenizer(frequent_words(task.texts(PROMPT)))
     prompt = PROMPT
@@ -152,15 +140,14 @@ if scratch:  # tokens: bytes and the task's words
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
 else:  # a checkpoint or GPT-2's files, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
+    vars(args).update(checkpoint.shape(model))
 model = model.to(device)
-if master:  # the flags, with the model's real shape (a file's, not the from-scratch flags)
-    real = {k: getattr(model.config, k) for k in ("n_layer", "n_head", "n_embd", "block_size")}
-    print("config:", " ".join(f"{k}={v}" for k, v in (vars(args) | real).items()), f"device={device} bf16={bf16}")
+if master:
+    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
 EOS = enc.eot_token
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
 fwd = torch.compile(model) if args.compile else model  # the training forward
 sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
-judge = dict(verdict=task.verdict, answer=task.answer)  # the task's: every accuracy figure (sample.evaluate)
 
 
 def encode(pb):  # (prompt, solution + EOS) token ids; "<|endoftext|>" in them is text
@@ -216,11 +203,10 @@ def rollout(problems, gen):  # 1-2. G completions per problem (rows b*G .. b*G+G
     with autocast:
         roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
     texts = sample.completions_text(roll, enc)
-    each = [pb for pb in problems for _ in range(args.G)]  # row b*G + g's problem
-    rewards = tasks.REWARDS[args.reward](task, each, texts, format_bonus=args.format_bonus).to(device)  # (N,)
+    rewards = tasks.REWARDS[args.reward](task, problems, texts, format_bonus=args.format_bonus).to(device)  # (N,)
     if args.overlong:  # DAPO's length penalty
         rewards = rewards + reward.overlong_penalty(roll.lengths, args.max_new_tokens, args.overlong).to(device)
-    correct = task.verdicts(each, texts).to(device)  # (N,) bool: the task's verdict, whatever the reward
+    correct = task.verdicts(problems, texts).to(device)  # (N,) bool: the verdict, whatever the reward
     return roll, rewards, correct
 
 
@@ -257,7 +243,7 @@ def evaluate():  # held out, with a generator of its own
     g = torch.Generator(device).manual_seed(args.seed + 1)
     with autocast:
         ev = sample.evaluate(
-            model, held_out, task.test, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, **judge, **sampling
+            model, held_out, task.test, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, judge=task, **sampling
         )
     show = ["kind", "step", "greedy_acc", "greedy_acc_se", "pass@1", f"pass@{args.G}", "maj@1", f"maj@{args.G}"]
     run.log({"kind": "eval", "step": step, **ev}, show)

@@ -27,7 +27,7 @@ def maj(answers, gold, k):
 def metrics(completions, golds, G):
     """sampled_metrics of a number task whose problems have these golds."""
     problems = [Problem("", "", g) for g in golds]
-    return sampled_metrics(completions, problems, G, verdict=NUMBER.verdict, answer=NUMBER.answer)
+    return sampled_metrics(completions, problems, G, NUMBER)
 
 
 def pass_at_k_by_enumeration(n, c, k):

@@ -3,7 +3,9 @@ the teacher's slips and check lines, the verifier paying exactly the unslipped s
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
 the problems, the streams the built-in task draws, the texts a from-scratch tokenizer counts its words on and that
-tokenizer on the built-in task)."""
+tokenizer on the built-in task); and Countdown: its parser on valid, invalid, reused-number, division-by-zero and
+hostile answers (no code runs, every input bounded), its verdict and reward, its problems drawn as TinyZero draws them
+and its teacher's slips."""
 
 import json
 import random
