@@ -292,7 +292,8 @@ def countdown_answer(completion):
 def _combine(a, b):
     """(value, text, op) of each way to join two (value, text, op) terms with one operation, in a fixed order;
     text parenthesised where needed. a - b only when positive and a / b only when whole, as the teacher writes."""
-    (x, s, p), (y, t, q) = a, b
+    x, s, p = a
+    y, t, q = b
     out = [(x + y, f"{s}+{t}", "+"), (x * y, f"{_wrap(s, p, '*')}*{_wrap(t, q, '*')}", "*")]
     if x > y:
         out.append((x - y, f"{s}-{_wrap(t, q, '-')}", "-"))
@@ -332,7 +333,8 @@ def _search(terms, last, found):  # terms: (value, text, its last operation, ste
         for j in range(len(terms)):
             if i == j:
                 continue
-            (x, s, p, sx), (y, t, q, sy) = terms[i], terms[j]
+            x, s, p, sx = terms[i]
+            y, t, q, sy = terms[j]
             rest = [terms[k] for k in range(len(terms)) if k not in (i, j)]
             longer = max(s, t, key=len)
             for value, text, op in _combine((x, s, p), (y, t, q)):
