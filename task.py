@@ -56,7 +56,6 @@ class Task:
     kind overrides all three, keeping one right answer per problem: a completion is right exactly when its answer is
     that one (sample.sampled_metrics counts it as maj@k's gold)."""
 
-    name = "task"
     problems = ()
     test = ()
     key = ""
@@ -124,8 +123,6 @@ class Arithmetic(Task):
     """make_problem's word problems: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored;
     training problems drawn fresh, with the teacher's slips and checks."""
 
-    name = "arithmetic"
-
     def __init__(self, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
         self.difficulty = difficulty
         self.slip = slip
@@ -176,8 +173,6 @@ def read_gsm8k(path):
 
 class GSM8K(Task):
     """A GSM8K-format JSONL file's problems: its last 10% (at most eval_size, at least one) held out."""
-
-    name = "gsm8k"
 
     def __init__(self, data, *, eval_size=200):
         self.problems = read_gsm8k(data)
@@ -363,9 +358,8 @@ class Countdown(Task):
     parentheses). Its answer is the value of a valid expression in the last <answer> tag (None: wrong numbers, or no
     expression), right when it equals the target; the reward pays 1 for a right answer, plus b for an <answer> tag
     holding an expression (right or not). Held out: the first eval_size of 1000 (or eval_size) problems drawn by
-    Random(seed + 1); training problems drawn fresh, never one of those."""
-
-    name = "countdown"
+    Random(seed + 1); training problems drawn fresh, never one of those. The sizes (3 numbers in 1-9, targets in 1-30)
+    are chosen for a small model on 2 CPU cores; TinyZero's are 3-4 numbers in 1-100 and targets in 1-1000."""
 
     def __init__(self, *, operands=3, max_number=9, max_target=30, slip=0.0, eval_size=200, seed=0):
         self.operands = operands
