@@ -359,7 +359,8 @@ class Countdown(Task):
     expression), right when it equals the target; the reward pays 1 for a right answer, plus b for an <answer> tag
     holding an expression (right or not). Held out: the first eval_size of 1000 (or eval_size) problems drawn by
     Random(seed + 1); training problems drawn fresh, never one of those. The sizes (3 numbers in 1-9, targets in 1-30)
-    are chosen for a small model on 2 CPU cores; TinyZero's are 3-4 numbers in 1-100 and targets in 1-1000."""
+    are chosen for a small model on 2 CPU cores; TinyZero's generator defaults to 6 numbers in 1-100 and targets in
+    1-1000, and its runs used 3 or 4 numbers."""
 
     def __init__(self, *, operands=3, max_number=9, max_target=30, slip=0.0, eval_size=200, seed=0):
         self.operands = operands
