@@ -100,7 +100,7 @@ run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=
 ckpt = None
 if args.init_from == "resume":  # the checkpoint's settings
     args, ckpt = checkpoint.resume(p, run.ckpt)
-args.task = args.task or ("gsm8k" if args.data else "arithmetic")
+args.task = args.task or ("gsm8k" if args.data is not None else "arithmetic")
 scratch = args.init_from == "scratch"
 if args.sft_steps is None:  # from a file: none unless asked
     args.sft_steps = 0

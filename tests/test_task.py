@@ -409,7 +409,7 @@ def test_the_countdown_task_holds_out_its_problems_and_names_its_settings():
     held_out = {pb.question for pb in task.problems}
     rng = random.Random(0)
     assert not held_out & {task.sample(rng).question for _ in range(3000)}
-    keys = {Countdown(eval_size=1, **kw).key for kw in [{}, dict(operands=4), dict(max_number=20), dict(slip=0.5)]}
+    keys = {Countdown(eval_size=1, **kw).key for kw in [{}, dict(max_target=20), dict(max_number=8), dict(slip=0.5)]}
     assert len(keys) == 4
     pb = task.test[0]
     assert task.problem(pb.question) == pb._replace(solution="")  # a typed question read back (sample.py)
