@@ -43,6 +43,8 @@ CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 TRAIN_KEYS = {"step": int, "task": str, "args": dict, "optimizer": dict, "log_bytes": int, "ref": (dict, type(None))}
 # nanoGPT's resume rule: a resumed run keeps the checkpoint's settings but these (train.py checks --data's content)
 RESUMABLE = tuple("lr steps eval_every micro_batch device dtype compile decode data out_dir init_from".split())
+# a new run from a run's checkpoint (--init_from CKPT) takes these from its run unless typed: its task and lengths
+INHERITED = tuple("task data difficulty teacher_slip verbose eval_size max_new_tokens lr seed".split())
 TOKENIZERS = ("bytes", "words", "gpt2", "bpe", "bpe+nfc")  # "words" rebuilds from its saved ranks alone; "bpe" (a
 # tokenizer.json's, hf.tokenizer_from_json) from its ranks, pattern and specials
 RUN_FILES = ("ckpt.pt", "warmstart.pt", "metrics.jsonl")  # a run's out_dir: checkpoint, cached warm start, log
@@ -198,10 +200,44 @@ def resume(parser, path):
     args = parser.parse_args(namespace=argparse.Namespace(**ckpt["args"]))  # typed flags override saved ones
     for k, v in ckpt["args"].items():
         if k not in RESUMABLE and getattr(args, k) != v:
-            raise LoadError(f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it: drop it")
+            new = f"--init_from {path} --out_dir {os.path.dirname(path) or '.'}-{k} --{k} {getattr(args, k)}"
+            raise LoadError(
+                f"--{k} {getattr(args, k)} differs from {path}'s {v}; a resumed run keeps it: drop it, or start a new "
+                f"run from its weights: {new}"
+            )
     if getattr(args, "steps", 0) < ckpt["step"]:
         raise LoadError(f"{path} is at step {ckpt['step']}: --steps must be at least that")
     return args, ckpt
+
+
+def shape(model):
+    """train.py's shape flags as a model has them (a model from a file has its own, not the flags')."""
+    return {k: getattr(model.config, k) for k in ("n_layer", "n_head", "n_embd", "block_size")}
+
+
+def inherit(parser, args, keys=INHERITED):
+    """args of a new run from a nanogrpo checkpoint (--init_from path, neither scratch nor resume): the saved value of
+    each flag in `keys` that was not typed now, each one taken printed, so that the same weights meet the same task,
+    held-out problems and lengths. A file without saved flags (GPT-2's, a warm start) gives none; a bad file is
+    load_model's to report. The run's own out_dir/ckpt.pt is refused: a new run removes it before it is read."""
+    path = args.init_from
+    if path in ("scratch", "resume"):
+        return args
+    if os.path.abspath(path) == os.path.abspath(os.path.join(args.out_dir, RUN_FILES[0])):
+        raise LoadError(f"--init_from {path} is --out_dir's own checkpoint, which a new run replaces: use another")
+    try:
+        saved = load_checkpoint(path, mmap=True).get("args")
+    except LoadError:
+        return args
+    if not isinstance(saved, dict):
+        return args
+    untyped = object()
+    typed = parser.parse_args(namespace=argparse.Namespace(**dict.fromkeys(keys, untyped)))  # argparse keeps these
+    for k in keys:
+        if k in saved and getattr(typed, k) is untyped and getattr(args, k) != saved[k]:
+            print(f"from {path}: --{k} {saved[k]} (type --{k} to change it)")
+            setattr(args, k, saved[k])
+    return args
 
 
 def restore(module, state, path):
@@ -249,7 +285,7 @@ def _optimizer_misfit(state, params):
 
 def restore_training(ckpt, path, optimizer, ref, task_key):
     """Load a resumed run's optimizer state and reference model (None when beta == 0); the step to continue from.
-    task_key is the run's task now (reward.Task.key): another than the checkpoint's is refused."""
+    task_key is the run's task now (task.Task.key): another than the checkpoint's is refused."""
     if ckpt["task"] != task_key:
         raise LoadError(
             f"the task changed since {path} was written (another --data content or task flag); start afresh"
@@ -413,6 +449,7 @@ def check_flags(args, device, world):
         (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
         (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
         (args.overlong >= args.max_new_tokens, f"--overlong {args.overlong} must be below --max_new_tokens"),
+        ((args.task == "gsm8k") != (args.data is not None), f"--task {args.task}: --data FILE.jsonl is --task gsm8k's"),
     ]:
         if broken:
             die(fix)

@@ -1,6 +1,6 @@
 """
-reward.py: the task's problems (make_problem's built-in ones with a teacher's solutions, read_gsm8k's GSM8K JSONL, split
-by Task) and the verifier that pays the reward GRPO's advantages are computed from (REWARDS: a run's choices, by name):
+reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and that pays the reward GRPO's
+advantages are computed from (REWARDS: a run's choices, by name):
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
@@ -65,11 +65,8 @@ nested quantifier, and every value, box, sentence and window read is capped in l
 """
 
 import functools
-import json
-import random
 import re
 import unicodedata
-import zlib
 from collections import namedtuple
 from fractions import Fraction
 
@@ -117,18 +114,9 @@ ko | 정답 답 | 따라서 그러므로 그래서
 zh | 答 结论 | 所以 因此
 ar | الإجابة الاجابة الجواب | إذن لذلك لذا وبالتالي
 hi | उत्तर | इसलिए अतः"""  # rule 4: language | answer words | conclusion words (_ a space); *: writes 18,50
-NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
-ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
 
 
 # ----------------------------------------------------------------------------- the public API
-class DataError(ValueError):
-    """A bad --data file: str(e) is one line naming the file (and line) and what to fix."""
-
-
-Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teacher's worked solution, the gold answer
-
-
 def reward(completion, gold, *, format_bonus=0.0, last_number=False):
     """1.0 if the final answer equals the gold, else 0.0, plus the format bonus b = `format_bonus` when it is due."""
     if not 0.0 <= format_bonus <= MAX_FORMAT_BONUS:
@@ -195,99 +183,10 @@ def parse_number(s):
     return _parse(s) if isinstance(s, str) and len(s) <= MAX_ANSWER_CHARS else None
 
 
-def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
-    """A word problem of 1..difficulty operations on 1-9 and a teacher's GSM8K-style solution: with probability `slip`
-    it ends on the number before the last operation (a wrong answer RL can unlearn); with `verbose`, a check line."""
-    name = rng.choice(NAMES)
-    item = rng.choice(ITEMS)
-    x = rng.randint(2, 9)
-    text = f"{name} has {x} {item}"
-    lines = []
-    for _ in range(rng.randint(1, difficulty)):
-        prev = x
-        add = rng.random() < 0.5 or x < 2  # nothing to give away from 1
-        n = rng.randint(1, 9 if add else min(9, x - 1))
-        x, text = (x + n, text + f", gets {n} more") if add else (x - n, text + f", gives away {n}")
-        lines.append(f"{prev}{'+' if add else '-'}{n}={x}")
-        if rng.random() < verbose:  # drawn at every step, so that `verbose` leaves the problems unchanged
-            lines.append(f"check: {x}{'-' if add else '+'}{n}={prev}")
-    shown = prev if rng.random() < slip else x
-    return Problem(f"{text}. How many {item} now?", "\n".join(lines) + f"\n#### {shown}", str(x))
-
-
-def read_gsm8k(path):
-    """GSM8K JSONL -> [Problem] per distinct question, without <<1+2=3>> notes; gold: the number after the last ####."""
-    try:
-        with open(path, "rb") as f:
-            lines = f.readlines()
-    except OSError as e:
-        raise DataError(f"{path}: {e.strerror or e}" if str(path) else "the data file name is empty") from e
-    problems = {}
-    expected = "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:  # not UTF-8, not JSON, or not an object holding both keys
-            row = json.loads(line.decode("utf-8"))
-            question = str(row["question"])
-            answer = str(row["answer"])
-        except (ValueError, KeyError, TypeError, RecursionError) as e:
-            raise DataError(f"{path} line {i}: {expected}") from e
-        if "####" not in answer:
-            raise DataError(f"{path} line {i}: {expected}")
-        gold = answer.rpartition("####")[2].strip()
-        if parse_number(gold) is None:
-            raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
-        problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
-    if len(problems) < 2:
-        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out)")
-    return list(problems.values())
-
-
-class Task:
-    """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
-    all known before training; key: names their settings and data content, not the seed. data: a JSONL file, its last
-    10% (at most eval_size) held out. None: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored."""
-
-    def __init__(self, data=None, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
-        self.data = data
-        self.difficulty = difficulty
-        self.slip = slip
-        self.verbose = verbose
-        if data is not None:
-            self.problems = read_gsm8k(data)
-            n_test = min(eval_size, max(1, len(self.problems) // 10))
-            self.test = self.problems[-n_test:]
-            self.train = self.problems[:-n_test]
-            self.key = f"data-{zlib.crc32(json.dumps(self.problems).encode())}-eval{n_test}"  # content: a file may move
-        else:
-            rng = random.Random(seed + 1)
-            pool = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
-            self.problems = pool
-            self.test = pool[:eval_size]
-            self.held_out = {pb.question for pb in pool}
-            self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(pool)}"
-
-    def texts(self, template, n=1000):
-        """Training problems as the model reads them (prompt `template`, solution): all of a file's, n built-in ones."""
-        problems = self.train if self.data is not None else map(self.sample, [random.Random(0)] * n)  # n draws, one rng
-        return [template.format(question=pb.question) + pb.solution for pb in problems]
-
-    def sample(self, rng):
-        """One training problem drawn with `rng`: built-in ones fresh, with the teacher's slips and checks."""
-        if self.data is not None:
-            return rng.choice(self.train)
-        while True:
-            pb = make_problem(rng, self.difficulty, self.slip, self.verbose)
-            if pb.question not in self.held_out:
-                return pb
-
-
 # ----------------------------------------------------------------------------- extraction
 # start: of its mark (or opener); mark_end: of its text; close: of a box's or tag's text (None: cut off), else mark_end
 _Statement = namedtuple("_Statement", "kind start mark_end close")
 _END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
-_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
 _WORDS = [row.split("|") for row in re.split(r"\n(?! )", LANGUAGES)]  # (language, answer words, conclusion words)
 _CONCLUDE = [(w.replace("_", r"\s"), "*" in lang) for lang, _, words in _WORDS for w in words.split()]  # (regex, 18,50)
 _LOCAL_MARKS = tuple(w for lang, marks, _ in _WORDS if "*" in lang for w in marks.split())  # 18,50

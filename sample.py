@@ -31,8 +31,10 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
               small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
-over all k-subsets of its n samples, with correctness judged by reward.correct(); evaluate() gives them and the
-greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
+over all k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and
+sampled_metrics() take a judge, the run's task (task.py) or any object with its two methods verdict(problem,
+completion) -> bool and answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no
+verifier. evaluate() gives pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
 that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new
 ones. The command line (the file's end) talks to a checkpoint.
 """
@@ -47,7 +49,6 @@ import torch
 import torch.nn.functional as F
 
 import grpo
-import reward
 from model import best_device, left_pad
 
 DECODERS = ("plain", "static", "graph")
@@ -381,9 +382,8 @@ def _maj_counts(answers, gold):
     j + 1 values scores 1 / (j + 1)). ways[j][s] counts the picks of s answers from the values seen at least
     t times; abstentions and values seen fewer than t times fill the rest freely (C(free, k - t - s) ways)."""
     n = len(answers)
-    votes = Counter(v for v in map(reward.parse_number, answers) if v is not None)
-    g = reward.parse_number(gold)
-    a = votes.pop(g, 0) if g is not None else 0
+    votes = Counter(v for v in answers if v is not None)
+    a = votes.pop(gold, 0) if gold is not None else 0
     by_tie = [[0] * (len(votes) + 1) for _ in range(n + 1)]  # by_tie[k][j]: k-subsets where gold ties j others
     for t in range(1, a + 1):
         rivals = [r for r in votes.values() if r >= t]
@@ -408,9 +408,9 @@ def _maj_counts(answers, gold):
 
 
 def maj_at_k(answers, gold, k):
-    """maj@k of one problem from its n >= k extracted answers (strings or None): the expected score of a
-    majority vote over k answers drawn without replacement, i.e. averaged exactly over all k-subsets.
-    Answers vote by exact value ('0.5' and '1/2' are one vote); None and unparseable answers abstain; no
+    """maj@k of one problem from its n >= k answers (the task's values: Fractions for a number task, so '0.5' and
+    '1/2' are one vote; None abstains) and the right one (gold, None: nothing is right): the expected score of a
+    majority vote over k answers drawn without replacement, i.e. averaged exactly over all k-subsets. No
     votes scores 0. Tie rule: a tie among m values scores the fraction of them equal to gold (1/m or 0),
     the expected score of a random tie-break. maj@1 is the fraction of answers equal to gold, which is
     pass@1 whenever correctness is judged by the same answers (abstentions are wrong in both)."""
@@ -419,12 +419,19 @@ def maj_at_k(answers, gold, k):
     return float(_maj_counts(answers, gold)[k - 1])
 
 
-def sampled_metrics(completions, golds, G):
+def sampled_metrics(completions, problems, G, judge):
     """pass@k and maj@k for k = 1..G, averaged over problems, from G sampled completions per problem in contiguous
-    groups (completion b*G + g answers golds[b]); sampled_right, each problem's right ones (reward.correct)."""
-    B = len(golds)
-    right = reward.correct(completions, golds).view(B, G)  # (B, G)
-    answers = [reward.extract_answer(c) for c in completions]
+    groups (completion b*G + g answers problems[b]); sampled_right, each problem's right ones. The judge (a task)
+    decides: judge.verdict(problem, completion) -> bool, judge.answer(problem, completion) -> the value voted on
+    (hashable) or None; a right completion's answer is the problem's one right value, which maj@k counts as gold."""
+    B = len(problems)
+    verdicts = [judge.verdict(problems[i // G], c) for i, c in enumerate(completions)]
+    right = torch.tensor(verdicts, dtype=torch.bool).view(B, G)  # (B, G)
+    answers = [judge.answer(problems[i // G], c) for i, c in enumerate(completions)]
+    golds = [None] * B  # each problem's right value, when a sample gives it (else no vote is right)
+    for i, (a, v) in enumerate(zip(answers, verdicts)):
+        if v:
+            golds[i // G] = a
     maj = [_maj_counts(answers[b * G : (b + 1) * G], golds[b]) for b in range(B)]
     out = {"sampled_right": right.sum(dim=1).tolist()}  # (B,) per problem, for paired comparisons
     for k in range(1, G + 1):
@@ -434,7 +441,7 @@ def sampled_metrics(completions, golds, G):
 
 
 def rollout_stats(right, lengths, truncated):
-    """What a step's samples look like, as 0-dim tensors: acc (the share right, by the verifier), len (mean tokens,
+    """What a step's samples look like, as 0-dim tensors: acc (the share right, by the task's verdict), len (mean tokens,
     EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are none),
     truncated (the share cut at max_new_tokens). right (N,) bool; lengths, truncated (N,) numbers."""
     lengths = lengths.float()  # (N,)
@@ -451,10 +458,11 @@ def rollout_stats(right, lengths, truncated):
 def evaluate(
     model,
     prompts,
-    golds,
+    problems,
     G,
     max_new_tokens,
     enc,
+    judge,
     temperature=1.0,
     eos_id=256,
     batch=64,
@@ -462,10 +470,11 @@ def evaluate(
     decode="plain",
     stop_ids=None,
 ):
-    """A policy on held-out problems (prompts as token lists, and their gold answers): greedy accuracy (one
+    """A policy on held-out problems (prompts as token lists, and the problems they pose): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
-    k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the
-    verifier's verdict, reward.correct(), never with a reward's value. Per problem, for paired comparisons of
+    k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the judge's (the task's)
+    verdict and answer (sampled_metrics), never with a reward's value. Per
+    problem, for paired comparisons of
     two policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how
     many of its G samples are)."""
     greedy = []  # one greedy answer per problem
@@ -476,18 +485,19 @@ def evaluate(
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, **ends), enc)
         roll = generate(model, chunk, G, max_new_tokens, temperature, generator=generator, **ends)
         samples += completions_text(roll, enc)
-    greedy_right = reward.correct(greedy, golds)  # (n,) bool
+    greedy_right = torch.tensor([judge.verdict(pb, o) for pb, o in zip(problems, greedy)], dtype=torch.bool)  # (n,)
     acc = greedy_right.float().mean().item()
-    se = math.sqrt(acc * (1 - acc) / len(golds))
+    se = math.sqrt(acc * (1 - acc) / len(problems))
     scores = {"greedy_acc": acc, "greedy_acc_se": se, "greedy_right": greedy_right.int().tolist()}
-    return {**scores, **sampled_metrics(samples, golds, G)}
+    return {**scores, **sampled_metrics(samples, problems, G, judge)}
 
 
 if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pens, gets 2 more. How many pens now?"
     import argparse
     import sys
 
-    from checkpoint import LoadError, load_model
+    import task as tasks
+    from checkpoint import LoadError, load_checkpoint, load_model
     from model import TEMPLATES, encode_prompt, stop_ids
 
     about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
@@ -514,6 +524,11 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         sys.exit(f"error: --device {args.device}: torch {torch.__version__} sees {n} such device(s); use {use}")
     try:
         model, enc, prompt = load_model(args.ckpt, device=device)
+        try:  # a training checkpoint's flags name its task; Hugging Face's files and a warm start hold none
+            saved = load_checkpoint(args.ckpt, mmap=True).get("args")
+        except LoadError:
+            saved = None
+        task = tasks.TASKS[saved["task"]](argparse.Namespace(**saved)) if saved and "task" in saved else tasks.Task()
         prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt
         if "{question}" not in prompt:
             raise ValueError(
@@ -524,9 +539,10 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         gen = torch.Generator(device).manual_seed(args.seed)
         stops = stop_ids(model.config, enc, prompt)
         roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, stops[0], gen, stop_ids=stops)
-    except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag or device: one line, no traceback
+    except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag, device or data: one line, no traceback
         sys.exit("error: " + " ".join(str(e).splitlines()))
     for i, text in enumerate(completions_text(roll, enc)):
         if i % args.G == 0:
             print(f"=== {args.question[i // args.G]}")
-        print(f"--- sample {i % args.G + 1}: answer {reward.extract_answer(text)!r}\n{text}")
+        answer = task.answer(task.problem(args.question[i // args.G]), text)  # the task's: a number's value, ...
+        print(f"--- sample {i % args.G + 1}: answer {None if answer is None else str(answer)!r}\n{text}")

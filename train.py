@@ -1,10 +1,10 @@
-"""train.py: warm-start a small GPT on arithmetic word problems, then train it with GRPO. Read it top to bottom.
+"""train.py: warm-start a small GPT on a task, then train it with GRPO. Read it top to bottom.
 
     python train.py --G 8 --beta 0.04                        # one process: CUDA, else MPS, else CPU
     torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
 
 One GRPO step (Shao et al. 2024), the loop at the end:
-    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, reward.py
+    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, task.py
     3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group      advantage.py
     4.   log π_ref of the sampled tokens, once, without grad           Rollout.score (sample.py)
     5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
@@ -33,6 +33,7 @@ import checkpoint
 import grpo
 import reward
 import sample
+import task as tasks
 from checkpoint import bounded, die
 from model import (
     GPT,
@@ -50,7 +51,7 @@ from model import (
 
 # ---------------- config. PLUMBING: a learner may skip it; try not to modify it
 CUDA = torch.cuda.is_available()  # the sizes follow it
-sys.excepthook = checkpoint.excepthook(reward.DataError)  # a user's error ends in one line
+sys.excepthook = checkpoint.excepthook(tasks.DataError)  # a user's error ends in one line
 p = checkpoint.parser(__doc__.split("\n")[0])  # flags named whole; a bad one ends in one line
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
@@ -75,17 +76,18 @@ arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: all")
 arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="T, at most")
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="τ")
-arg("--reward", default="verifier", choices=tuple(reward.REWARDS), help="reward.py")
+arg("--reward", default="verifier", choices=tuple(tasks.REWARDS), help="task.py")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
 arg("--overlong", type=bounded(int, 0, 10**5), default=0, help="DAPO's length penalty's last N tokens; 0: off")
 arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 120, help="GRPO's")
 arg("--eval_every", type=bounded(int, 1, 10**8), default=50 if CUDA else 40, help="evaluate and save every N steps")
 arg("--eval_size", type=count, default=200, help="held-out problems")
 # task
-arg("--data", help="GSM8K-format JSONL; None: the built-in task")
-arg("--difficulty", type=bounded(int, 1, 20), default=2, help="built-in task: operations, at most")
-arg("--teacher_slip", type=unit, default=0.6, help="built-in task: teacher's error rate")
-arg("--verbose", type=unit, default=0.0, help="built-in task: teacher's check lines")
+arg("--task", choices=tuple(tasks.TASKS), help="None: gsm8k if --data, else arithmetic")
+arg("--data", help="gsm8k: GSM8K-format JSONL")
+arg("--difficulty", type=bounded(int, 1, 20), default=2, help="arithmetic: operations, at most")
+arg("--teacher_slip", type=unit, default=0.6, help="teacher's error rate")
+arg("--verbose", type=unit, default=0.0, help="arithmetic: teacher's check lines")
 # model and warm start
 arg("--init_from", default="scratch", help="scratch, resume, a checkpoint, or a Hugging Face folder")
 arg("--prompt", help=f"template with {{question}}, or {', '.join(TEMPLATES)}; None: the file's")
@@ -107,10 +109,12 @@ args = p.parse_args()
 world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
 rank = int(os.environ.get("RANK", "0"))
 master = rank == 0  # alone warm-starts, logs, evaluates and saves
+args = checkpoint.inherit(p, args)  # --init_from CKPT: its run's task flags
 run = checkpoint.RunDir(args.out_dir, resume=args.init_from == "resume", writer=master)  # locked for this run
 ckpt = None
 if args.init_from == "resume":  # the checkpoint's settings
     args, ckpt = checkpoint.resume(p, run.ckpt)
+args.task = args.task or ("gsm8k" if args.data is not None else "arithmetic")
 scratch = args.init_from == "scratch"
 if args.sft_steps is None:  # from a file: none unless asked
     args.sft_steps = 0
@@ -132,8 +136,6 @@ if world > 1:
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=2))
 bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bf16_supported(device))
 autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16) if bf16 else nullcontext()
-if master:
-    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
 torch.manual_seed(args.seed)  # the model's init (the rest seeds its own)
 
 
@@ -144,8 +146,7 @@ def all_sum(t):  # t summed over the ranks, in place
 
 
 # ---------------- task and model
-task_flags = dict(difficulty=args.difficulty, slip=args.teacher_slip, verbose=args.verbose, eval_size=args.eval_size)
-task = reward.Task(args.data, seed=args.seed, **task_flags)  # held-out problems; a sampler of the others
+task = tasks.TASKS[args.task](args)  # held-out problems; a sampler of the others
 if scratch:  # tokens: bytes and the task's words
     enc = byte_tokenizer(frequent_words(task.texts(PROMPT)))
     prompt = PROMPT
@@ -153,10 +154,13 @@ if scratch:  # tokens: bytes and the task's words
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
 else:  # a checkpoint or a Hugging Face folder, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
+    vars(args).update(checkpoint.shape(model))
 prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt  # --prompt: a family's chat format, or your own
 if "{question}" not in prompt:
     die(f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor a template holding {{question}}")
 model = model.to(device)
+if master:
+    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
 STOPS = stop_ids(model.config, enc, prompt)  # the ids that end a completion; EOS = STOPS[0] pads and ends solutions
 EOS = STOPS[0]
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
@@ -175,7 +179,6 @@ def encode(pb):  # (prompt, solution + EOS) token ids; a special token's text in
 
 
 held_out = [encode(pb)[0] for pb in task.test]
-held_golds = [pb.gold for pb in task.test]
 longest = max(len(encode(pb)[0]) for pb in task.problems) + args.max_new_tokens  # each fits; a step's columns
 model.check_memory(device, rows=B * args.G, cols=longest, micro_batch=args.micro_batch, ref=args.beta > 0)
 
@@ -220,11 +223,10 @@ def rollout(problems, gen):  # 1-2. G completions per problem (rows b*G .. b*G+G
     with autocast:
         roll = sample.generate(model, [encode(pb)[0] for pb in problems], args.G, generator=gen, **sampling)
     texts = sample.completions_text(roll, enc)
-    golds = reward.expand_golds([pb.gold for pb in problems], len(texts))
-    rewards = reward.REWARDS[args.reward](texts, golds, format_bonus=args.format_bonus).to(device)  # (N,)
+    rewards = tasks.REWARDS[args.reward](task, problems, texts, format_bonus=args.format_bonus).to(device)  # (N,)
     if args.overlong:  # DAPO's length penalty
         rewards = rewards + reward.overlong_penalty(roll.lengths, args.max_new_tokens, args.overlong).to(device)
-    correct = reward.correct(texts, golds).to(device)  # (N,) bool: the verdict, whatever the reward
+    correct = task.verdicts(problems, texts).to(device)  # (N,) bool: the verdict, whatever the reward
     return roll, rewards, correct
 
 
@@ -265,7 +267,7 @@ def evaluate():  # held out, with a generator of its own
     g = torch.Generator(device).manual_seed(args.seed + 1)
     with autocast:
         ev = sample.evaluate(
-            model, held_out, held_golds, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, **sampling
+            model, held_out, task.test, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, judge=task, **sampling
         )
     show = ["kind", "step", "greedy_acc", "greedy_acc_se", "pass@1", f"pass@{args.G}", "maj@1", f"maj@{args.G}"]
     run.log({"kind": "eval", "step": step, **ev}, show)

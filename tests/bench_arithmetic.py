@@ -3,7 +3,7 @@
     python tests/bench_arithmetic.py out/warmstart.pt out/ckpt.pt       # any nanogrpo checkpoints
     python tests/bench_arithmetic.py out/ckpt.pt --seed 1 --G 4         # the held-out problems of --seed 1
 
-On the built-in task (reward.make_problem) a solution is one line `a+b=c` or `a-b=c` per operation, then `#### n`. The
+On the built-in task (task.make_problem) a solution is one line `a+b=c` or `a-b=c` per operation, then `#### n`. The
 verifier pays the final answer only, so it cannot say why an answer is wrong; this script reads every equation line of
 G samples per held-out problem (the Task that train.py builds for --seed and the task flags) and prints the share
 computed right: all lines, then by line (1: the first operation, on numbers 1-9; 2: the second, on the first's result,
@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import checkpoint  # noqa: E402
-import reward  # noqa: E402
 import sample  # noqa: E402
+import task as tasks  # noqa: E402
 
 LINE = re.compile(r"(\d+)([+-])(\d+)=(\d+)")  # one operation of a built-in solution
 
@@ -52,7 +52,7 @@ def main():
     p.add_argument("--G", type=int, default=4, help="samples per problem")
     p.add_argument("--temperature", type=float, default=1.0)
     args = p.parse_args()
-    task = reward.Task(None, difficulty=args.difficulty, eval_size=args.eval_size, seed=args.seed)
+    task = tasks.Arithmetic(difficulty=args.difficulty, eval_size=args.eval_size, seed=args.seed)
     for path in args.ckpts:
         try:
             model, enc, prompt = checkpoint.load_model(path)

@@ -14,7 +14,7 @@ threads: time.process_time) spent inside it and nowhere else:
     warm start  from the first sample.teacher_rollout to the end of the warm start's save_checkpoint
     eval        sample.evaluate (greedy and G samples on the held-out problems), everything inside it
     sampling    sample.generate outside eval: the rollouts
-    reward      sample.completions_text and the reward functions (reward.REWARDS or reward.rewards, reward.correct)
+    reward      sample.completions_text, the task's rewards and verdicts (task.REWARDS, Task.verdicts)
     reference   GPT.forward and grpo.completion_logprobs with grad off, outside sampling: π_ref's log-probs
     update      the rest of each GRPO step: the training forward, the loss, backward, clipping, AdamW, the log
     checkpoint  save_checkpoint outside the warm start
@@ -44,8 +44,8 @@ import advantage  # noqa: E402
 import checkpoint  # noqa: E402
 import grpo  # noqa: E402
 import model  # noqa: E402
-import reward  # noqa: E402
 import sample  # noqa: E402
+import task  # noqa: E402
 
 ABSORBING = {"warm start", "eval", "sampling"}  # a timed call inside one of these is counted as it
 cpu_s, wall_s = {}, {}  # phase -> seconds
@@ -128,11 +128,9 @@ def install():
     sample.evaluate = timed(sample.evaluate, evaluate_phase)
     sample.teacher_rollout = timed(sample.teacher_rollout, teacher_phase)
     sample.completions_text = timed(sample.completions_text, lambda a, k: "reward")
-    for name in ("rewards", "correct"):
-        if hasattr(reward, name):
-            setattr(reward, name, timed(getattr(reward, name), lambda a, k: "reward"))
-    for name, fn in getattr(reward, "REWARDS", {}).items():
-        reward.REWARDS[name] = timed(fn, lambda a, k: "reward")
+    task.Task.verdicts = timed(task.Task.verdicts, lambda a, k: "reward")
+    for name, fn in task.REWARDS.items():
+        task.REWARDS[name] = timed(fn, lambda a, k: "reward")
     checkpoint.save_checkpoint = end_warm_start(timed(checkpoint.save_checkpoint, save_phase))
 
 

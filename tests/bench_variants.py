@@ -1,6 +1,6 @@
 """The variant table, run by hand (not collected by pytest): GRPO's choices compared in pairs on one setting.
 
-    python tests/bench_variants.py run ROOT [--seeds 1 2 3] [--setting FLAGS] [--variant NAME=FLAGS ...] [--only ...]
+    python tests/bench_variants.py run ROOT [--seeds 1 2 3] [--jobs N] [--setting FLAGS] [--variant NAME=FLAGS ...]
     python tests/bench_variants.py table ROOT [ROOT ...] [--seeds ...] [--only ...] [--baseline NAME]
     python tests/bench_variants.py table DIR [DIR ...]          # finished out_dirs; NAME-s<seed> pairs by seed
 
@@ -10,9 +10,10 @@ VARIANTS. `run` warm-starts once per seed (ROOT/warm-s<seed>: the setting with -
 into every variant's out_dir (ROOT/<name>-s<seed>), and runs `python train.py` with the setting + the variant's
 flags + --seed: the warm start's cache key does not hold the GRPO flags, so train.py finds it and all variants of a
 seed start from the same weights and evaluate the same held-out problems (a variant whose flags change the task,
-the model or the warm start trains its own, and `run` says so). A run whose out_dir has a ckpt.pt is skipped, so
-several `run`s with disjoint --only lists can share ROOT once its warm starts exist (one core each:
-OMP_NUM_THREADS=1). ROOT/variants.json keeps the setting and each name's flags; `run` refuses another setting or
+the model or the warm start trains its own, and `run` says so). --jobs N runs N seeds at once, each seed's runs in
+turn (give each a core: OMP_NUM_THREADS=1 with N cores). A run whose out_dir has a ckpt.pt is skipped, so several
+`run`s with disjoint --only lists can share ROOT once its warm starts exist. Seeds' runs in separate ROOTs pool in
+one table: `table ROOT ROOT2 ROOT3`. ROOT/variants.json keeps the setting and each name's flags; `run` refuses another setting or
 other flags for a name already there.
 
 `table` reads only metrics.jsonl (and ROOT/variants.json for the flags column), so it works for any finished runs
@@ -33,13 +34,16 @@ and against the baseline (--baseline; default the first variant: without --varia
 have, problem by problem at the last evaluation (the eval records' greedy_right and sampled_right lists), each cell
 the mean difference and [the interval's ends]:
     Δacc        mean over seeds and problems of (variant's greedy right - baseline's), with the 95% percentile interval
-                of a paired bootstrap that resamples problems within each seed (BOOT_REPS resamples, seed BOOT_SEED)
+                of a paired bootstrap that resamples problems within each seed (BOOT_REPS resamples, seed BOOT_SEED);
+                `Δacc per seed`: each seed's own mean difference, in the header's seed order (the spread the pooled
+                interval does not show)
     p           McNemar's exact two-sided test on greedy correctness: b problems right only for the variant, c only
                 for the baseline, p = min(1, 2 P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2); shown as p (b/c)
     Δpass@1     the same paired bootstrap on sampled_right / G per problem
 """
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import math
@@ -224,10 +228,10 @@ def seed_order(seed):
     return (not seed.isdigit(), int(seed) if seed.isdigit() else 0, seed)
 
 
-def paired(name, runs, baseline, base, notes):
-    """The three paired cells of one row (Δacc, p (b/c), Δpass@1); what limits them is added to notes."""
+def paired(name, runs, baseline, base, notes, seeds):
+    """The four paired cells of one row (Δacc, Δacc per seed, p (b/c), Δpass@1); what limits them goes to notes."""
     if name == baseline:
-        return ["(baseline)", "", ""]
+        return ["(baseline)", "", "", ""]
     try:
         d = compare(runs, base)
     except ValueError as e:
@@ -235,14 +239,16 @@ def paired(name, runs, baseline, base, notes):
     if d is None:
         why = "its or the baseline's eval records lack per-problem lists" if set(runs) & set(base) else "no common seed"
         notes.append(f"{name}: not paired with {baseline}; {why}")
-        return ["n/a", "n/a", "n/a"]
+        return ["n/a", "n/a", "n/a", "n/a"]
     if len(d["seeds"]) < max(len(runs), len(base)):
         notes.append(f"{name}: paired with {baseline} on seeds {' '.join(d['seeds'])} only (the seeds both have)")
     if not d["same_start"]:
         notes.append(f"{name}: its step-0 answers differ from {baseline}'s (another warm start, or other problems)")
     acc, pass1 = d["acc"], d["pass1"]
+    each = {s: statistics.mean(x - y for x, y in zip(runs[s]["right"], base[s]["right"])) for s in d["seeds"]}
     return [
         f"{acc[0]:+.3f} [{acc[1]:+.3f}, {acc[2]:+.3f}]",
+        " ".join(f"{each[s]:+.3f}" if s in each else "–" for s in seeds),
         f"{d['p']:.3g} ({d['b']}/{d['c']})",
         f"{pass1[0]:+.3f} [{pass1[1]:+.3f}, {pass1[2]:+.3f}]",
     ]
@@ -284,7 +290,17 @@ def table(found, flags, settings, baseline, order):
         ("clip", 3),
     ]
     head = ["variant", "flags", "runs", "acc0", f"acc{at}", f"acc per seed ({' '.join(seeds)})", "pass@1", "acc_steps"]
-    head += ["kl", "len_right", "len_wrong", "trunc", "dead", "clip", f"Δacc [{LEVEL:.0%} CI]", "p (b/c)"]
+    head += [
+        "kl",
+        "len_right",
+        "len_wrong",
+        "trunc",
+        "dead",
+        "clip",
+        f"Δacc [{LEVEL:.0%} CI]",
+        "Δacc per seed",
+        "p (b/c)",
+    ]
     out.append("| " + " | ".join(head + [f"Δpass@1 [{LEVEL:.0%} CI]"]) + " |")
     out.append("|---" * (len(head) + 1) + "|")
     for name in names:
@@ -296,7 +312,7 @@ def table(found, flags, settings, baseline, order):
         flag = "?" if flag is None else f"`{flag}`" if flag else "(none)"
         row = [name, flag, str(len(done)), values["acc0"], values["acc"], per_seed]
         row += [values[c] for c, _ in cols[2:]]
-        out.append("| " + " | ".join(row + paired(name, runs, baseline, found[baseline], notes)) + " |")
+        out.append("| " + " | ".join(row + paired(name, runs, baseline, found[baseline], notes, seeds)) + " |")
     print("\n".join(out + ([""] + [f"- {n}" for n in notes] if notes else [])))  # all or, on an error, nothing
 
 
@@ -336,28 +352,35 @@ def remember(root, setting, variants):
         json.dump(saved, f, indent=1)
 
 
-def run(root, setting, variants, seeds):
+def run(root, setting, variants, seeds, jobs=1):
+    """Every variant on every seed: `jobs` seeds at once, each seed's warm start and then its variants in turn."""
     t0 = time.time()
     os.makedirs(root, exist_ok=True)
     remember(root, setting, variants)
-    for seed in seeds:
-        warm = os.path.join(root, f"warm-s{seed}")
-        warm_file = os.path.join(warm, "warmstart.pt")
-        if not (os.path.isfile(warm_file) or finished(warm)):
-            train([*shlex.split(setting), "--steps", "0", "--seed", str(seed)], warm, warm + ".log")
-        warm_digest = digest(warm_file) if os.path.isfile(warm_file) else None  # None: --sft_steps 0, no warm start
-        for name, flags in variants.items():
-            out = os.path.join(root, f"{name}-s{seed}")
-            if os.path.isfile(os.path.join(out, "ckpt.pt")):
-                continue  # finished earlier
-            os.makedirs(out, exist_ok=True)
-            if warm_digest:
-                shutil.copy(warm_file, out)
-            train([*shlex.split(setting), *shlex.split(flags), "--seed", str(seed)], out, out + ".log")
-            if warm_digest and digest(os.path.join(out, "warmstart.pt")) != warm_digest:
-                print(f"note: {name}'s flags change the warm start; it trained its own (seed {seed})")
-            print(f"{name} seed {seed}: done at {time.time() - t0:.0f}s", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:  # threads wait on train.py's processes
+        for done in [pool.submit(run_seed, root, setting, variants, seed, t0) for seed in seeds]:
+            done.result()  # a failed run's SystemExit, raised here
     print(f"all runs: {time.time() - t0:.0f}s\n")
+
+
+def run_seed(root, setting, variants, seed, t0):
+    """One seed's warm start, then its variants in turn (a finished run is skipped)."""
+    warm = os.path.join(root, f"warm-s{seed}")
+    warm_file = os.path.join(warm, "warmstart.pt")
+    if not (os.path.isfile(warm_file) or finished(warm)):
+        train([*shlex.split(setting), "--steps", "0", "--seed", str(seed)], warm, warm + ".log")
+    warm_digest = digest(warm_file) if os.path.isfile(warm_file) else None  # None: --sft_steps 0, no warm start
+    for name, flags in variants.items():
+        out = os.path.join(root, f"{name}-s{seed}")
+        if os.path.isfile(os.path.join(out, "ckpt.pt")):
+            continue  # finished earlier
+        os.makedirs(out, exist_ok=True)
+        if warm_digest:
+            shutil.copy(warm_file, out)
+        train([*shlex.split(setting), *shlex.split(flags), "--seed", str(seed)], out, out + ".log")
+        if warm_digest and digest(os.path.join(out, "warmstart.pt")) != warm_digest:
+            print(f"note: {name}'s flags change the warm start; it trained its own (seed {seed})")
+        print(f"{name} seed {seed}: done at {time.time() - t0:.0f}s", flush=True)
 
 
 def variant(text):
@@ -373,6 +396,7 @@ def main():
     p.add_argument("what", choices=["run", "table"])
     p.add_argument("dirs", nargs="+", help="run: ROOT; table: ROOTs, or out_dirs")
     p.add_argument("--seeds", nargs="+", type=int, help="run: default 1 2 3; table: default every seed found")
+    p.add_argument("--jobs", type=int, default=1, help="run: seeds run at once (each seed's runs in turn)")
     p.add_argument("--setting", default=SETTING, help="train.py flags of every run (run only; one flag: --setting=--X)")
     p.add_argument("--variant", type=variant, action="append", help="NAME=FLAGS, repeated; default: VARIANTS")
     p.add_argument("--only", nargs="+", help="these variants only (the baseline is always in the table)")
@@ -387,7 +411,9 @@ def main():
         if unknown := [n for n in args.only or [] if n not in variants]:
             p.error(f"--only {' '.join(unknown)}: not among the variants ({', '.join(variants)})")
         args.seeds = args.seeds or [1, 2, 3]
-        run(args.dirs[0], args.setting, {n: variants[n] for n in args.only or variants}, args.seeds)
+        if args.jobs < 1:
+            p.error(f"--jobs {args.jobs}: at least 1")
+        run(args.dirs[0], args.setting, {n: variants[n] for n in args.only or variants}, args.seeds, args.jobs)
     seeds = {str(s) for s in args.seeds} if args.seeds else None
     found, saved, settings = find_runs(args.dirs, seeds, args.acc_target)
     listed = given or saved or dict(VARIANTS)  # the rows' order, and the default baseline: the first

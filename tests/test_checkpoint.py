@@ -40,7 +40,7 @@ from checkpoint import (
 )
 from hf import HF_FILES, get_tokenizer, gpt2_byte_chars, read_safetensors
 from model import GPT, GPT2_PAT, PROMPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
-from reward import Task
+from task import Arithmetic
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
@@ -924,7 +924,7 @@ def exported_model(kind, tmp_path):
     if kind == "gpt2":
         model, enc, _ = load_model(gpt2_folder(tmp_path)[0])
     else:
-        words = [*frequent_words(Task().texts(PROMPT, n=200)), b"ab", b"bc"] if kind == "words" else ()
+        words = [*frequent_words(Arithmetic().texts(PROMPT, n=200)), b"ab", b"bc"] if kind == "words" else ()
         enc = byte_tokenizer(words)
         model = reference(0, GPTConfig(block_size=24, vocab_size=enc.n_vocab, n_layer=2, n_head=2, n_embd=16))
     save_checkpoint(tmp_path / "ckpt.pt", model, enc, prompt=TEMPLATE)
@@ -968,7 +968,7 @@ def test_export_reads_back_with_the_same_logits_token_ids_and_prompt(tmp_path, k
         torch.testing.assert_close(again(idx), model(idx), atol=1e-6, rtol=0)  # (N, L, V)
     assert again.config == model.config and prompt == TEMPLATE and enc2.eot_token == enc.eot_token
     hf_encode = hf_bpe(tmp_path / "hf")  # what merges.txt gives, which load_model does not read
-    for text in Task().texts(PROMPT, n=20) + EXPORT_TEXTS:
+    for text in Arithmetic().texts(PROMPT, n=20) + EXPORT_TEXTS:
         want = enc.encode(text, disallowed_special=())
         assert enc2.encode(text, disallowed_special=()) == want and hf_encode(text) == want, text
     if kind == "gpt2":  # GPT-2's own vocab.json comes back as it was

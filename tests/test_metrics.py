@@ -1,6 +1,7 @@
 """Properties of sample.py's measures of G samples per problem: pass@k against enumeration of all k-subsets, its
 ends and worked example; maj@k against enumeration, equivalent forms voting together, ties, abstentions, maj@1 =
-pass@1; sampled_metrics over contiguous groups, from correctness and not from the reward's value."""
+pass@1; sampled_metrics over contiguous groups, from the task's verdict and answer and not from the reward's value
+(here a number task's, task.Task: answers vote by value, so '0.5' and '1/2' are one vote)."""
 
 import itertools
 import math
@@ -13,6 +14,20 @@ import pytest
 import reward as reward_module
 from reward import correct, extract_answer, parse_number
 from sample import maj_at_k, pass_at_k, sampled_metrics
+from task import Problem, Task
+
+NUMBER = Task()  # a number task's verdict and answer: reward.py's verifier
+
+
+def maj(answers, gold, k):
+    """maj_at_k of answer strings and a gold string, read as a number task reads them."""
+    return maj_at_k([parse_number(a) for a in answers], parse_number(gold), k)
+
+
+def metrics(completions, golds, G):
+    """sampled_metrics of a number task whose problems have these golds."""
+    problems = [Problem("", "", g) for g in golds]
+    return sampled_metrics(completions, problems, G, NUMBER)
 
 
 def pass_at_k_by_enumeration(n, c, k):
@@ -83,7 +98,7 @@ def test_pass_at_k_rejects_bad_arguments(n, c, k):
     ],
 )
 def test_maj_at_k(answers, gold, k, score):
-    assert maj_at_k(answers, gold, k) == pytest.approx(score)
+    assert maj(answers, gold, k) == pytest.approx(score)
 
 
 def test_maj_at_k_equals_enumeration_of_subsets():
@@ -94,18 +109,18 @@ def test_maj_at_k_equals_enumeration_of_subsets():
         answers = [rng.choice(pool) for _ in range(n)]
         gold = rng.choice(["1", "2", "1/2", "7", "not a number"])
         for k in range(1, n + 1):
-            assert maj_at_k(answers, gold, k) == pytest.approx(
+            assert maj(answers, gold, k) == pytest.approx(
                 float(maj_at_k_by_enumeration(answers, gold, k)), abs=1e-12
             ), (answers, gold, k)
 
 
 def test_maj_at_k_is_cheap_and_sane_for_64_samples():
     answers = [str(i % 8) for i in range(64)] + [None] * 0
-    scores = [maj_at_k(answers, "3", k) for k in (1, 2, 8, 32, 64)]
+    scores = [maj(answers, "3", k) for k in (1, 2, 8, 32, 64)]
     assert scores[0] == pytest.approx(1 / 8) and scores[-1] == pytest.approx(1 / 8)  # 8 equal values: a tie
     assert all(0.0 <= s <= 1.0 for s in scores)
-    assert maj_at_k(["7"] * 40 + ["3"] * 24, "7", 64) == 1.0
-    assert maj_at_k(["7"] * 40 + ["3"] * 24, "7", 1) == pytest.approx(40 / 64)
+    assert maj(["7"] * 40 + ["3"] * 24, "7", 64) == 1.0
+    assert maj(["7"] * 40 + ["3"] * 24, "7", 1) == pytest.approx(40 / 64)
 
 
 def test_maj_at_1_is_pass_at_1():
@@ -119,7 +134,7 @@ def test_maj_at_1_is_pass_at_1():
         ]
         answers = [extract_answer(o) for o in completions]
         c = int(correct(completions, ["1"]).sum())
-        assert maj_at_k(answers, "1", 1) == pass_at_k(n, c, 1)
+        assert maj(answers, "1", 1) == pass_at_k(n, c, 1)
 
 
 def test_maj_at_1_of_the_greedy_answer_is_greedy_accuracy():
@@ -127,21 +142,19 @@ def test_maj_at_1_of_the_greedy_answer_is_greedy_accuracy():
     golds = ["18", "3", "540", "70000", "42"]
     accuracy = correct(greedy, golds).float().mean().item()
     assert accuracy == pytest.approx(0.6)
-    assert sum(maj_at_k([extract_answer(o)], g, 1) for o, g in zip(greedy, golds)) / len(golds) == pytest.approx(
-        accuracy
-    )
+    assert sum(maj([extract_answer(o)], g, 1) for o, g in zip(greedy, golds)) / len(golds) == pytest.approx(accuracy)
 
 
 @pytest.mark.parametrize("k", [0, 3])
 def test_maj_at_k_rejects_bad_k(k):
     with pytest.raises(ValueError):
-        maj_at_k(["1", "2"], "1", k)
+        maj(["1", "2"], "1", k)
 
 
 def test_sampled_metrics_over_groups():
     """Two problems, G = 3: the first answered right once ("#### 5"), the second twice as "1/2"."""
     samples = ["#### 5", "#### 4", "#### 4", "#### 0.5", "#### 1/2", "#### 3"]
-    m = sampled_metrics(samples, ["5", "0.5"], 3)
+    m = metrics(samples, ["5", "0.5"], 3)
     assert m["pass@1"] == pytest.approx((1 / 3 + 2 / 3) / 2)
     assert m["pass@3"] == 1.0
     assert m["maj@1"] == pytest.approx(m["pass@1"])
@@ -153,16 +166,16 @@ def test_sampled_metrics_over_groups():
 def test_sampled_metrics_count_correctness_not_reward(monkeypatch):
     """A fork that pays partial credit in reward() must not change pass@k (or maj@k)."""
     samples = ["#### 5", "#### 4", "#### 4", "#### 0.5", "#### 1/2", "#### 3"]
-    before = sampled_metrics(samples, ["5", "0.5"], 3)
+    before = metrics(samples, ["5", "0.5"], 3)
     monkeypatch.setattr(reward_module, "reward", lambda completion, gold, **options: 1.0)
-    assert sampled_metrics(samples, ["5", "0.5"], 3) == before
+    assert metrics(samples, ["5", "0.5"], 3) == before
 
 
 def test_sampled_metrics_unmarked_answers_abstain():
     """maj@k reads answers as correct() does: a completion with no answer statement abstains, its last number unread;
     a concluding sentence ("So it is 42.", or with no mark a closing sentence of one value) is a statement for both."""
-    m = sampled_metrics(["6 * 7 = 42", "#### 41", "It is 6 * 7 = 42."], ["42"], 3)
+    m = metrics(["6 * 7 = 42", "#### 41", "It is 6 * 7 = 42."], ["42"], 3)
     assert m["pass@3"] == 0.0 and m["maj@1"] == 0.0 and m["maj@3"] == 0.0
     for closing in ("So it is 42.", "It is 42."):
-        m = sampled_metrics(["6 * 7 = 42", "#### 41", closing], ["42"], 3)
+        m = metrics(["6 * 7 = 42", "#### 41", closing], ["42"], 3)
         assert m["pass@1"] == pytest.approx(1 / 3) and m["maj@1"] == pytest.approx(1 / 3)

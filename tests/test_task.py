@@ -1,19 +1,38 @@
-"""Properties of reward.py's task: make_problem's problems (the random stream they are drawn from, their arithmetic,
+"""Properties of task.py's number tasks: make_problem's problems (the random stream they are drawn from, their arithmetic,
 the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
 the problems, the streams the built-in task draws, the texts a from-scratch tokenizer counts its words on and that
-tokenizer on the built-in task)."""
+tokenizer on the built-in task); and Countdown: its parser on valid, invalid, reused-number, division-by-zero and
+hostile answers (no code runs, every input bounded), its verdict and reward, its problems drawn as TinyZero draws them
+and its teacher's slips."""
 
 import json
 import random
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from model import PROMPT, byte_tokenizer, frequent_words
-from reward import DataError, Problem, Task, make_problem, read_gsm8k, reward
+from reward import reward
+from task import (
+    GSM8K,
+    MAX_DEPTH,
+    MAX_EXPRESSION_CHARS,
+    Arithmetic,
+    Countdown,
+    CountdownProblem,
+    DataError,
+    Problem,
+    countdown_answer,
+    make_countdown,
+    make_problem,
+    parse_expression,
+    read_gsm8k,
+    solve_countdown,
+)
 
 DATA = Path(__file__).parent / "data"
 STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12
@@ -167,7 +186,7 @@ def test_read_gsm8k_missing_file(tmp_path):
 
 
 def test_an_empty_data_file_name_is_a_one_line_data_error():
-    for make in (Task, read_gsm8k):
+    for make in (GSM8K, read_gsm8k):
         with pytest.raises(DataError, match="^the data file name is empty$"):
             make("")
 
@@ -178,7 +197,7 @@ def test_an_empty_data_file_name_is_a_one_line_data_error():
 def test_the_built_in_task_never_draws_a_held_out_problem():
     """1000 problems are held out (the first eval_size of them scored); over many draws sample() meets none of them,
     though it draws from the same distribution (difficulty 1: few distinct problems, so a draw often would)."""
-    task = Task(difficulty=1, eval_size=50, seed=3)
+    task = Arithmetic(difficulty=1, eval_size=50, seed=3)
     assert len(task.problems) == 1000 and task.test == task.problems[:50]
     held_out = {pb.question for pb in task.problems}
     rng, drawn = random.Random(0), []
@@ -190,14 +209,14 @@ def test_the_built_in_task_never_draws_a_held_out_problem():
 
 
 def test_the_built_in_task_holds_out_eval_size_problems_past_1000():
-    task = Task(eval_size=1500)
+    task = Arithmetic(eval_size=1500)
     assert len(task.problems) == len(task.test) == 1500
 
 
 def test_the_built_in_task_streams_stay_as_published():
     """Published runs depend on these draws: the held-out problems come from Random(seed + 1), training problems
     from the rng given to sample(), with the teacher's slips and checks only there."""
-    task = Task(slip=1.0, verbose=1.0, seed=0)
+    task = Arithmetic(slip=1.0, verbose=1.0, seed=0)
     assert task.test[0] == Problem(
         "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?", "3+8=11\n11+4=15\n#### 15", "15"
     )
@@ -208,53 +227,53 @@ def test_the_built_in_task_streams_stay_as_published():
 
 def test_a_data_file_holds_out_its_last_tenth(tmp_path):
     rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(57)]
-    task = Task(write(tmp_path, rows), eval_size=200)
+    task = GSM8K(write(tmp_path, rows), eval_size=200)
     assert task.problems == read_gsm8k(tmp_path / "data.jsonl") and len(task.problems) == 57
     assert task.test == task.problems[-5:] and task.train == task.problems[:-5]  # 57 // 10
     rng = random.Random(0)
     drawn = [task.sample(rng) for _ in range(2000)]
     assert set(drawn) == set(task.train)  # every training problem, and never a held-out one
-    assert Task(write(tmp_path, rows), eval_size=3).test == task.problems[-3:]  # at most eval_size
-    assert Task(write(tmp_path, rows[:4])).test == task.problems[3:4]  # at least one
+    assert GSM8K(write(tmp_path, rows), eval_size=3).test == task.problems[-3:]  # at most eval_size
+    assert GSM8K(write(tmp_path, rows[:4])).test == task.problems[3:4]  # at least one
 
 
 def test_the_key_names_the_problems_not_the_path(tmp_path):
     keys = {
-        "default": Task().key,
-        "difficulty": Task(difficulty=3).key,
-        "slip": Task(slip=0.1).key,
-        "verbose": Task(verbose=0.5).key,
-        "a larger pool": Task(eval_size=1200).key,
+        "default": Arithmetic().key,
+        "difficulty": Arithmetic(difficulty=3).key,
+        "slip": Arithmetic(slip=0.1).key,
+        "verbose": Arithmetic(verbose=0.5).key,
+        "a larger pool": Arithmetic(eval_size=1200).key,
     }
     assert len(set(keys.values())) == len(keys), keys
-    assert Task(eval_size=300).key == keys["default"]  # the same 1000 held out, more of them scored
+    assert Arithmetic(eval_size=300).key == keys["default"]  # the same 1000 held out, more of them scored
     rows = [row(f"What is {i} + 1?", f"#### {i + 1}") for i in range(30)]
     here, there = write(tmp_path, rows, "a.jsonl"), write(tmp_path, rows, "b.jsonl")
-    assert Task(here).key == Task(there).key  # a moved file is the same task
-    assert Task(here, eval_size=2).key != Task(here).key  # another split
-    assert Task(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != Task(here).key
-    assert Task(here).key not in keys.values()
+    assert GSM8K(here).key == GSM8K(there).key  # a moved file is the same task
+    assert GSM8K(here, eval_size=2).key != GSM8K(here).key  # another split
+    assert GSM8K(write(tmp_path, rows[:-1] + [row("What is 29 + 1?", "#### 31")])).key != GSM8K(here).key
+    assert GSM8K(here).key not in keys.values()
 
 
 def test_texts_are_training_problems_as_the_model_reads_them(tmp_path):
     """Task.texts: what train.py's from-scratch tokenizer counts its words on. The built-in task's are n fresh
     problems (a seed's held-out ones skipped), and every seed has the same words; a data file's are its training
     problems, none held out."""
-    task = Task(seed=3)
+    task = Arithmetic(seed=3)
     texts = task.texts("Q: {question}\nA: ", n=300)
     held_out = {pb.question for pb in task.problems}
     assert len(texts) == 300 and all(t.startswith("Q: ") and "\nA: " in t and "\n#### " in t for t in texts)
     assert not any(t[3:].partition("\nA: ")[0] in held_out for t in texts)
-    assert frequent_words(texts) == frequent_words(Task(seed=4).texts("Q: {question}\nA: ", n=300))
+    assert frequent_words(texts) == frequent_words(Arithmetic(seed=4).texts("Q: {question}\nA: ", n=300))
     rows = [row(f"What is {i} + 1?", f"{i} + 1 = {i + 1}\n#### {i + 1}") for i in range(20)]
-    data = Task(write(tmp_path, rows))
+    data = GSM8K(write(tmp_path, rows))
     assert data.texts("{question}|") == [f"{pb.question}|{pb.solution}" for pb in data.train]
 
 
 def test_the_built_in_task_reads_in_words_and_digits():
     """The from-scratch tokenizer on the built-in task (train.py): every word of a problem is one token, digits and
     symbols one byte each, so a prompt is 20 to 30 tokens where it is 50 to 80 bytes."""
-    enc = byte_tokenizer(frequent_words(Task().texts(PROMPT)))
+    enc = byte_tokenizer(frequent_words(Arithmetic().texts(PROMPT)))
     assert enc.name == "words" and enc.n_vocab == 392  # 38 words and "####", with their prefixes
     rng = random.Random(5)
     for _ in range(200):
@@ -265,3 +284,132 @@ def test_the_built_in_task_reads_in_words_and_digits():
         assert [p for p in pieces if p.strip().isalpha() and len(p.strip()) > 1 or p == "####"] == words
         assert [p for p in pieces if p.isdigit()] == list(re.sub(r"\D", "", prompt + pb.solution))
         assert 20 <= len(enc.encode(prompt)) <= 30 and 50 <= len(prompt.encode()) <= 80
+
+
+# ----------------------------------------------------------------------------- countdown
+def countdown(numbers, target):
+    return CountdownProblem(f"Using the numbers {list(numbers)}, make {target}.", "", str(target), tuple(numbers))
+
+
+@pytest.mark.parametrize(
+    "text, value, numbers",
+    [
+        ("(1 + 2) * 3", 9, [1, 2, 3]),
+        ("8/(3-1)", 4, [8, 3, 1]),
+        ("7 - 2 - 1", 4, [7, 2, 1]),  # left to right
+        ("2*3+4", 10, [2, 3, 4]),  # * before +
+        ("2+3*4", 14, [2, 3, 4]),
+        ("8/4/2", 1, [8, 4, 2]),
+        ("1/3+1/3", Fraction(2, 3), [1, 3, 1, 3]),  # exact: no float
+        ("6 × 7 ÷ 2", 21, [6, 7, 2]),
+        ("((((5))))", 5, [5]),
+        (" 12 - 4 ", 8, [12, 4]),
+    ],
+)
+def test_parse_expression_reads_valid_expressions_exactly(text, value, numbers):
+    assert parse_expression(text) == (Fraction(value), numbers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "1 +", "+ 1", "-1 + 2", "(1 + 2", "1 + 2)", "()", "1 2", "1.5 * 2", "2 ** 3", "2^3", "x + 1", "1 = 1",
+     "3 % 2", "1e3", "0x10", "(1)(2)", "1 / 0", "5 / (3 - 3)", "1 + 2 / (4 - 2*2)", None, 42, "۳ + 1", "１ + 2"],
+)  # fmt: skip
+def test_parse_expression_refuses_what_is_not_an_expression_and_division_by_zero(text):
+    assert parse_expression(text) is None
+
+
+def test_parse_expression_runs_no_code(monkeypatch):
+    """Hostile answers are text, never code: with eval, exec and compile gone, each is refused and nothing runs."""
+    import builtins
+
+    for name in ("eval", "exec", "compile", "__import__"):
+        monkeypatch.setattr(builtins, name, lambda *a, **k: pytest.fail("code ran"))
+    for text in ["__import__('os').system('echo hi')", "(lambda: 1)()", "1 + open('x').read()", "[1] * 9", "1;2"]:
+        assert parse_expression(text) is None
+
+
+def test_parse_expression_bounds_hostile_inputs():
+    """Deep nesting, huge numbers and long strings are refused, never a RecursionError, a huge int or a long parse:
+    at most MAX_EXPRESSION_CHARS characters are read, MAX_DEPTH parentheses deep, numbers of max_digits digits."""
+    deep = "(" * MAX_DEPTH + "1" + ")" * MAX_DEPTH
+    assert parse_expression(deep) == (Fraction(1), [1])
+    assert parse_expression("(" + deep + ")") is None  # one level more
+    assert parse_expression("(" * 100_000 + "1" + ")" * 100_000) is None  # too long to read at all
+    assert parse_expression("9" * 7) is None and parse_expression("9" * 6) == (Fraction(999999), [999999])
+    assert parse_expression("9" * 10**6) is None
+    assert parse_expression("1+" * (MAX_EXPRESSION_CHARS // 2) + "1") is None
+    assert parse_expression("*".join(["9"] * 9)) is None  # more numbers than max_numbers (8)
+    assert parse_expression("999999*999999*999999*999999*999999*999999*999999*999999") is not None  # 8: exact, small
+    flood = "<answer>" * 50_000 + "1+2" + "</answer>" * 3 + "x" * 10**6  # a long completion: the last tag is read
+    assert countdown_answer(flood) == "1+2" and countdown_answer("<answer>1+2</answer>" + "x" * 10**6) == "1+2"
+    assert countdown_answer("<answer>" + "1+" * 200 + "1</answer>") is None  # a tag longer than the cap
+
+
+def test_countdown_verdict_wants_each_number_once_and_the_target():
+    task, pb = Countdown(eval_size=1), countdown((3, 5, 7), 22)
+    right = ["<answer>3*5+7</answer>", "<answer>(5*3)+7</answer>", "steps\n<answer> 7 + 5 * 3 </answer>"]
+    wrong = {
+        "<answer>3*5+7+0</answer>": "a number not given",
+        "<answer>3*5+5+2</answer>": "not the numbers given",
+        "<answer>3*7+1</answer>": "a number missing",
+        "<answer>5*5-3</answer>": "a number reused",
+        "<answer>3+5+7</answer>": "the numbers, not the target",
+        "3*5+7": "no tag",
+        "<answer>3*5+7": "no closing tag",
+        "<answer>22</answer>": "the target alone",
+        "<answer>3*5+7 = 22</answer>": "not an expression",
+    }
+    for o in right:
+        assert task.verdict(pb, o) and task.answer(pb, o) == 22, o
+    for o, why in wrong.items():
+        assert not task.verdict(pb, o), why
+    assert task.answer(pb, "<answer>3+5+7</answer>") == 15 and task.answer(pb, "<answer>3+3</answer>") is None
+    assert not task.verdict(countdown((3, 3, 1), 1), "<answer>3/(3-3)*1</answer>")  # division by zero: wrong
+    assert task.verdict(countdown((3, 3, 1), 2), "<answer>3/3+1</answer>")  # a number given twice may be used twice
+
+
+def test_countdown_reward_pays_right_answers_and_a_format_bonus():
+    task, pb = Countdown(eval_size=1), countdown((3, 5, 7), 22)
+    texts = ["<answer>3*5+7</answer>", "<answer>3+5+7</answer>", "<answer>3+5</answer>", "no answer", "<answer>x"]
+    assert task.reward([pb] * 5, texts).tolist() == [1, 0, 0, 0, 0]
+    assert task.reward([pb] * 5, texts, format_bonus=0.1).tolist() == pytest.approx([1.1, 0.1, 0.1, 0, 0])
+    assert task.verdicts([pb] * 5, texts).tolist() == [True, False, False, False, False]
+    with pytest.raises(ValueError):
+        task.reward([pb], texts[:1], format_bonus=0.5)
+
+
+def test_countdown_problems_are_drawn_as_tinyzero_draws_them():
+    """Target uniform in 1..max_target, then the numbers uniform in 1..max_number, redrawn until some expression
+    reaches the target; the teacher's steps hold, its answer is right unless it slipped, and a slip is wrong."""
+    judge = Countdown(eval_size=1)
+    for seed in range(100):
+        rng, mirror = random.Random(seed), random.Random(seed)
+        pb = make_countdown(rng, 3, 9, 30, slip=0.5)
+        while True:  # the same draws, by hand
+            target, numbers = mirror.randint(1, 30), [mirror.randint(1, 9) for _ in range(3)]
+            if solve_countdown(numbers, target):
+                break
+        assert (pb.numbers, pb.gold) == (tuple(numbers), str(target))
+        *steps, last = pb.solution.split("\n")
+        for step in steps:
+            a, op, b, c = re.fullmatch(r"(\d+)([-+*/])(\d+)=(\d+)", step).groups()
+            assert parse_expression(f"{a}{op}{b}")[0] == int(c)
+        slipped = not judge.verdict(pb, pb.solution)
+        expression = solve_countdown(numbers, target)[1]
+        assert last == f"<answer>{expression}</answer>" or (slipped and expression not in last)
+    rng = random.Random(0)
+    right = [judge.verdict(pb, pb.solution) for pb in (make_countdown(rng, slip=0.3) for _ in range(500))]
+    assert 0.6 < sum(right) / len(right) < 0.8  # about 1 - slip
+
+
+def test_the_countdown_task_holds_out_its_problems_and_names_its_settings():
+    task = Countdown(eval_size=50, seed=3)
+    assert len(task.problems) == 1000 and task.test == task.problems[:50]
+    held_out = {pb.question for pb in task.problems}
+    rng = random.Random(0)
+    assert not held_out & {task.sample(rng).question for _ in range(3000)}
+    keys = {Countdown(eval_size=1, **kw).key for kw in [{}, dict(max_target=20), dict(max_number=8), dict(slip=0.5)]}
+    assert len(keys) == 4
+    pb = task.test[0]
+    assert task.problem(pb.question) == pb._replace(solution="")  # a typed question read back (sample.py)

@@ -22,6 +22,7 @@ import checkpoint
 import grpo
 import reward
 import sample
+import task as tasks
 from checkpoint import load_model, save_checkpoint
 from model import GPT, GPTConfig, byte_tokenizer
 
@@ -367,12 +368,14 @@ def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio, dynamic, m
     GRPO's per-token ratio and with GSPO's per-answer one, and on a batch that dynamic sampling refilled."""
     calls = []
 
-    def fork(texts, golds, **kw):  # a fork's reward: round 1's groups all dead (0), then 1 for every third row
+    def fork(
+        run_task, problems, texts, **kw
+    ):  # a fork's reward: round 1's groups all dead (0), then 1 for every third row
         calls.append(len(texts))
         return torch.tensor([float(len(calls) > 1 and i % 3 == 0) for i in range(len(texts))])
 
     if dynamic != "0":  # the step's batch is refilled: every group of the second round is live
-        monkeypatch.setitem(reward.REWARDS, "verifier", fork)
+        monkeypatch.setitem(tasks.REWARDS, "verifier", fork)
     logs = []
     for mb in ("0", "3"):
         out = str(tmp_path / f"mb{mb}")
@@ -417,12 +420,12 @@ def test_dynamic_sampling_replaces_dead_groups_and_logs_what_was_sampled(
     one, a dead one; round 3 every group live. Dead shares sampled: 4/4, (4 + 2) / 8, (4 + 2 + 0) / 10."""
     calls, G = [], 8
 
-    def fork(texts, golds, **kw):
+    def fork(run_task, problems, texts, **kw):
         calls.append(len(texts))
         live = [len(calls) == 3 or (len(calls) == 2 and i // G % 2 == 0) for i in range(len(texts))]  # its group's
         return torch.tensor([float(on and i % G == 0) for i, on in enumerate(live)])  # (n,): one 1 in a live group
 
-    monkeypatch.setitem(reward.REWARDS, "verifier", fork)
+    monkeypatch.setitem(tasks.REWARDS, "verifier", fork)
     out = str(tmp_path / "out")
     r = here(*task, "--batch_prompts", "4", "--steps", "1", "--dynamic", dynamic, "--lr", "3e-3", "--out_dir", out)
     assert r.returncode == 0, r.stderr
@@ -441,7 +444,7 @@ def test_dynamic_sampling_keeps_groups_whole_and_each_row_its_own_reward(tmp_pat
     moved without its reward, or a group broken up, is seen."""
     calls, seen, G = [], {}, 4
 
-    def fork(texts, golds, **kw):
+    def fork(run_task, problems, texts, **kw):
         calls.append(len(texts))
         first = len(calls) == 1
         return torch.tensor([0.0 if first and i // G % 2 else float(len(t) % 2) for i, t in enumerate(texts)])
@@ -457,7 +460,7 @@ def test_dynamic_sampling_keeps_groups_whole_and_each_row_its_own_reward(tmp_pat
             seen["tokens"], seen["P"] = seq.detach().clone(), P
         return plain_logprobs(logits, seq, P, temperature)
 
-    monkeypatch.setitem(reward.REWARDS, "verifier", fork)
+    monkeypatch.setitem(tasks.REWARDS, "verifier", fork)
     monkeypatch.setattr(advantage, "group_advantages", spy_adv)
     monkeypatch.setattr(grpo, "completion_logprobs", spy_logprobs)
     out = str(tmp_path / "out")
@@ -513,7 +516,7 @@ def test_ctrl_c_in_a_step_that_evaluates_keeps_its_evaluation(tmp_path, monkeypa
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     flags = [*TINY, "--sft_steps", "3", "--eval_every", "2", "--steps", "4"]
     assert here(*flags, "--out_dir", a).returncode == 0
-    calls, verifier = [], reward.REWARDS["verifier"]
+    calls, verifier = [], tasks.REWARDS["verifier"]
 
     def interrupted(*args, **kwargs):  # the reward of step 2 is being computed when Ctrl-C comes
         calls.append(1)
@@ -521,7 +524,7 @@ def test_ctrl_c_in_a_step_that_evaluates_keeps_its_evaluation(tmp_path, monkeypa
             os.kill(os.getpid(), signal.SIGINT)
         return verifier(*args, **kwargs)
 
-    monkeypatch.setitem(reward.REWARDS, "verifier", interrupted)
+    monkeypatch.setitem(tasks.REWARDS, "verifier", interrupted)
     r = here(*flags, "--out_dir", b)
     assert r.returncode != 0 and "stopped at step 2" in r.stderr, r.stderr
     monkeypatch.undo()
@@ -710,7 +713,9 @@ def test_a_name_added_to_a_library_tuple_is_a_flag_choice(tmp_path, task, monkey
 
 def test_accuracy_is_the_verifiers_verdict_whatever_the_reward(tmp_path, task, monkeypatch):
     """A fork that changes the reward (here: 0.5 for everything) changes reward_mean, never acc or greedy_acc."""
-    monkeypatch.setitem(reward.REWARDS, "verifier", lambda texts, golds, **kw: torch.full((len(texts),), 0.5))
+    monkeypatch.setitem(
+        tasks.REWARDS, "verifier", lambda run_task, problems, texts, **kw: torch.full((len(texts),), 0.5)
+    )
     out = str(tmp_path / "out")
     assert here(*task, "--batch_prompts", "4", "--steps", "1", "--eval_every", "1", "--out_dir", out).returncode == 0
     rec = records(out, "train")[0]
@@ -727,7 +732,7 @@ def test_a_run_from_scratch_reads_the_task_in_words_and_its_checkpoint_keeps_the
     assert r.returncode == 0, r.stderr
     model, enc, prompt = load_model(os.path.join(out, "ckpt.pt"))
     assert enc.name == "words" and model.config.vocab_size == enc.n_vocab == 392  # 256 bytes, 39 words' tokens, EOS
-    question = reward.Task().test[0].question  # "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?"
+    question = tasks.Arithmetic().test[0].question  # "Eli has 3 nuts, gets 8 more, gets 4 more. How many nuts now?"
     pieces = [enc.decode_single_token_bytes(i) for i in enc.encode(prompt.format(question=question))]
     assert b" nuts" in pieces and b" gets" in pieces and b"3" in pieces and len(pieces) == 27
 
@@ -886,15 +891,15 @@ def test_dead_groups_count_in_the_loss_denominators(tmp_path, task, monkeypatch)
     """num_seqs is the step's B·G rows, dead groups included (grpo.py's notes: their answers still dilute the live
     groups' gradient); num_tokens counts every row's tokens. A run whose first group of two is made dead."""
     calls = spy_on_grpo_loss(monkeypatch)
-    verifier = reward.REWARDS["verifier"]
+    verifier = tasks.REWARDS["verifier"]
 
-    def half_dead(texts, golds, **kw):
-        r = verifier(texts, golds, **kw)  # (N,)
+    def half_dead(run_task, problems, texts, **kw):
+        r = verifier(run_task, problems, texts, **kw)  # (N,)
         r[: len(r) // 2] = 1.0  # the first group: all equal
         r[len(r) // 2] = 1.0 - r[len(r) // 2 + 1]  # the second: live
         return r
 
-    monkeypatch.setitem(reward.REWARDS, "verifier", half_dead)
+    monkeypatch.setitem(tasks.REWARDS, "verifier", half_dead)
     out = str(tmp_path / "out")
     r = here(*task, "--batch_prompts", "2", "--steps", "1", "--micro_batch", "4", "--out_dir", out)
     assert r.returncode == 0, r.stderr
@@ -944,3 +949,72 @@ def test_the_new_losses_and_shaping_run_end_to_end(tmp_path, task, monkeypatch):
     long, plain = records(str(tmp_path / "long"), "train")[0], records(str(tmp_path / "clip"), "train")[0]
     assert long["acc"] == plain["acc"] and long["reward_mean"] < plain["reward_mean"]
     assert "reward_mean" in step_line(r.stdout)
+
+
+class Parrot(tasks.Task):  # a fork's task in a few lines: say the number back, judged as a number (Task's defaults)
+    def __init__(self, args):
+        self.problems = self.test = [self.sample(random.Random(i)) for i in range(4)]
+        self.key = "parrot"
+
+    def sample(self, rng):
+        n = rng.randint(10, 99)
+        return tasks.Problem(f"Say {n}.", f"#### {n}", str(n))
+
+
+class Agreeable(Parrot):  # every answer is "yes", and right: what every accuracy figure then reads
+    def answer(self, pb, completion):
+        return "yes"
+
+    def verdict(self, pb, completion):
+        return True
+
+
+def test_a_task_added_in_a_few_lines_trains_and_its_verdict_is_every_accuracy_figure(tmp_path, monkeypatch):
+    """A task is a class and a registry line: Parrot trains for two steps from --task parrot. With Agreeable's verdict
+    and answer, train acc, greedy, pass@k and maj@k all read 1 while the reward (the number verifier) does not."""
+    monkeypatch.setitem(tasks.TASKS, "parrot", Parrot)
+    monkeypatch.setitem(tasks.TASKS, "agreeable", Agreeable)
+    flags = [*TINY, "--sft_steps", "3", "--steps", "2", "--eval_every", "2"]
+    out = str(tmp_path / "parrot")
+    r = here(*flags, "--task", "parrot", "--out_dir", out)
+    assert r.returncode == 0, r.stderr
+    assert [t["step"] for t in records(out, "train")] == [1, 2] and "task=parrot" in r.stdout
+    assert [e["step"] for e in records(out, "eval")] == [0, 2]
+    out = str(tmp_path / "agreeable")
+    assert here(*flags, "--task", "agreeable", "--out_dir", out).returncode == 0
+    rec, ev = records(out, "train")[-1], records(out, "eval")[-1]
+    assert rec["acc"] == 1.0 and rec["reward_mean"] < 1.0
+    assert ev["greedy_acc"] == ev["pass@1"] == ev["pass@2"] == ev["maj@1"] == ev["maj@2"] == 1.0
+
+
+def test_countdown_runs_and_its_figures_are_its_verdicts(tmp_path, monkeypatch):
+    """--task countdown end to end for a step; every figure is Countdown's verdict (the number verifier never runs)."""
+    monkeypatch.setattr(reward, "extract_answer", lambda *a, **k: pytest.fail("the number verifier judged countdown"))
+    out = str(tmp_path / "out")
+    r = here(
+        *TINY, "--task", "countdown", "--sft_steps", "2", "--steps", "1", "--format_bonus", "0.1", "--out_dir", out
+    )
+    assert r.returncode == 0, r.stderr
+    assert {"greedy_acc", "pass@2", "maj@2"} <= set(records(out, "eval")[-1])
+
+
+def test_init_from_a_checkpoint_takes_its_task_lengths_lr_and_seed_unless_typed(tmp_path):
+    """A new run from a run's checkpoint meets the same task and held-out problems: the flags it takes are printed,
+    a typed one wins, the config line shows the file's shape. The resume refusal names the command that changes a
+    setting, and a new run may not start from its own out_dir's checkpoint, which it would replace."""
+    first = str(tmp_path / "first")
+    made = ["--teacher_slip", "0.5", "--max_new_tokens", "20", "--lr", "1e-3", "--seed", "5", "--eval_size", "3"]
+    assert here(*TINY, *made, "--sft_steps", "2", "--steps", "0", "--out_dir", first).returncode == 0
+    ckpt = os.path.join(first, "ckpt.pt")
+    r = here("--init_from", ckpt, "--seed", "7", "--steps", "0", "--device", "cpu", "--out_dir", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr
+    for taken in ("--teacher_slip 0.5", "--max_new_tokens 20", "--lr 0.001", "--eval_size 3"):
+        assert f"from {ckpt}: {taken}" in r.stdout, taken
+    assert "--seed" not in r.stdout.split("config:")[0]  # typed: kept
+    config = r.stdout.split("config:")[1].split("\n")[0]
+    assert " seed=7 " in config and " teacher_slip=0.5 " in config and " n_embd=32 " in config  # not the default 96
+    assert " lr=0.001 " in config and " max_new_tokens=20 " in config and " n_layer=1 " in config
+    r = here("--init_from", "resume", "--beta", "0", "--device", "cpu", "--out_dir", first)
+    assert one_line_error(r, f"--init_from {ckpt} --out_dir {first}-beta --beta 0"), r.stderr
+    r = here("--init_from", ckpt, "--steps", "0", "--device", "cpu", "--out_dir", first)
+    assert one_line_error(r, "--out_dir's own checkpoint") and os.path.isfile(ckpt), r.stderr

@@ -1,0 +1,427 @@
+"""
+task.py: the problems a policy is trained and judged on. A task gives training problems (sample(rng), never a held-out
+one) and held-out ones (test), a problem's prompt text (its question), its verdict on a completion (right or wrong),
+the answer a completion gives (what maj@k votes on) and the reward GRPO's advantages are computed from, which sees the
+problems. Every accuracy figure of a run (train acc, greedy, pass@k, maj@k) is the task's verdict:
+
+    verdict(pb, o) = [answer(pb, o) is pb's right answer],     r(pb, o) = 1[verdict(pb, o)] + b · 1[o well formed]
+
+TASKS (train.py's --task, by name: fn(args) -> Task) holds three:
+  arithmetic  the built-in word problems of make_problem, with a teacher that is wrong some of the time (the default);
+  gsm8k       a GSM8K-format JSONL file (--data): read_gsm8k, its last tenth held out;
+  countdown   make the target from the given numbers, each used once, with + - * / and parentheses (TinyZero's task):
+              its verdict is parse_expression's exact value, never eval.
+The number tasks (arithmetic, gsm8k) judge with reward.py's verifier; countdown with its own parser.
+A new task is a subclass of Task (its problems, sample, and answer/verdict/reward if not a number's) and a line in
+TASKS; train.py's --task lists it.
+
+Where this departs from DeepSeekMath: its RL questions were GSM8K's and MATH's, judged by a reward model; these are a
+toy task that a small model learns in minutes, GSM8K's format, and Countdown (the R1-Zero task of TinyZero), judged by
+rules, with the warm start's teacher wrong on purpose so that GRPO's groups are live.
+"""
+
+import functools
+import json
+import random
+import re
+import zlib
+from collections import namedtuple
+from fractions import Fraction
+
+import torch
+
+import reward
+
+NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
+ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
+_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
+MAX_EXPRESSION_CHARS = 200  # a longer Countdown answer is not read: the parser's time stays bounded
+MAX_DEPTH = 16  # parentheses nested deeper are refused, never a RecursionError
+
+
+class DataError(ValueError):
+    """A bad --data file: str(e) is one line naming the file (and line) and what to fix."""
+
+
+Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teacher's worked solution, the gold answer
+# a Countdown problem: gold is the target's text; numbers, the ones to use, each once
+CountdownProblem = namedtuple("CountdownProblem", "question solution gold numbers")
+
+
+# ----------------------------------------------------------------------------- the interface: a number task's
+class Task:
+    """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
+    all known before training (train.py's longest prompt); key: names their settings and content, not the seed.
+    The verdict, answer and reward here are a number task's (reward.py's verifier against pb.gold); a task of another
+    kind overrides all three, keeping one right answer per problem: a completion is right exactly when its answer is
+    that one (sample.sampled_metrics counts it as maj@k's gold)."""
+
+    problems = ()
+    test = ()
+    key = ""
+
+    def sample(self, rng):
+        """One training problem drawn with `rng`."""
+        raise NotImplementedError
+
+    def texts(self, template, n=1000):
+        """Training problems as the model reads them (prompt `template`, solution): n draws, one rng (a from-scratch
+        tokenizer counts its words on them)."""
+        problems = map(self.sample, [random.Random(0)] * n)
+        return [template.format(question=pb.question) + pb.solution for pb in problems]
+
+    def problem(self, question):
+        """The problem a typed question poses (sample.py's command line): the answer is read without a gold."""
+        return Problem(question, "", None)
+
+    def answer(self, pb, completion):
+        """What a completion answers, the value maj@k votes on (hashable), or None: it abstains."""
+        return reward.parse_number(reward.extract_answer(completion))
+
+    def verdict(self, pb, completion):
+        """Whether a completion is right: accuracy, which a reward's value (with a bonus) is not."""
+        return reward.is_correct(reward.extract_answer(completion), pb.gold)
+
+    def reward(self, problems, completions, *, format_bonus=0.0):
+        """The reward of each completion, float32 (N,): problems one per completion, or one per group (expand)."""
+        return reward.rewards(completions, [pb.gold for pb in expand(problems, completions)], format_bonus=format_bonus)
+
+    def verdicts(self, problems, completions):
+        """verdict() of each completion, bool (N,): problems one per completion, or one per group (expand)."""
+        pairs = zip(expand(problems, completions), completions)
+        return torch.tensor([self.verdict(pb, o) for pb, o in pairs], dtype=torch.bool)  # (N,)
+
+
+def expand(problems, completions):
+    """Problems one per completion: given one per group of G = N / B contiguous completions, row b*G + g gets
+    problems[b]; else ValueError."""
+    return reward.expand_golds(list(problems), len(completions))
+
+
+# ----------------------------------------------------------------------------- arithmetic (built in)
+def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
+    """A word problem of 1..difficulty operations on 1-9 and a teacher's GSM8K-style solution: with probability `slip`
+    it ends on the number before the last operation (a wrong answer RL can unlearn); with `verbose`, a check line."""
+    name = rng.choice(NAMES)
+    item = rng.choice(ITEMS)
+    x = rng.randint(2, 9)
+    text = f"{name} has {x} {item}"
+    lines = []
+    for _ in range(rng.randint(1, difficulty)):
+        prev = x
+        add = rng.random() < 0.5 or x < 2  # nothing to give away from 1
+        n = rng.randint(1, 9 if add else min(9, x - 1))
+        x, text = (x + n, text + f", gets {n} more") if add else (x - n, text + f", gives away {n}")
+        lines.append(f"{prev}{'+' if add else '-'}{n}={x}")
+        if rng.random() < verbose:  # drawn at every step, so that `verbose` leaves the problems unchanged
+            lines.append(f"check: {x}{'-' if add else '+'}{n}={prev}")
+    shown = prev if rng.random() < slip else x
+    return Problem(f"{text}. How many {item} now?", "\n".join(lines) + f"\n#### {shown}", str(x))
+
+
+class Arithmetic(Task):
+    """make_problem's word problems: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored;
+    training problems drawn fresh, with the teacher's slips and checks."""
+
+    def __init__(self, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
+        self.difficulty = difficulty
+        self.slip = slip
+        self.verbose = verbose
+        rng = random.Random(seed + 1)
+        self.problems = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
+        self.test = self.problems[:eval_size]
+        self.held_out = {pb.question for pb in self.problems}
+        self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(self.problems)}"
+
+    def sample(self, rng):
+        """One training problem drawn with `rng`, fresh, with the teacher's slips and checks."""
+        while True:
+            pb = make_problem(rng, self.difficulty, self.slip, self.verbose)
+            if pb.question not in self.held_out:
+                return pb
+
+
+# ----------------------------------------------------------------------------- gsm8k (a JSONL file)
+def read_gsm8k(path):
+    """GSM8K JSONL -> [Problem] per distinct question, without <<1+2=3>> notes; gold: the number after the last ####."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror or e}" if str(path) else "the data file name is empty") from e
+    problems = {}
+    expected = "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:  # not UTF-8, not JSON, or not an object holding both keys
+            row = json.loads(line.decode("utf-8"))
+            question = str(row["question"])
+            answer = str(row["answer"])
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            raise DataError(f"{path} line {i}: {expected}") from e
+        if "####" not in answer:
+            raise DataError(f"{path} line {i}: {expected}")
+        gold = answer.rpartition("####")[2].strip()
+        if reward.parse_number(gold) is None:
+            raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
+        problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
+    if len(problems) < 2:
+        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out)")
+    return list(problems.values())
+
+
+class GSM8K(Task):
+    """A GSM8K-format JSONL file's problems: its last 10% (at most eval_size, at least one) held out."""
+
+    def __init__(self, data, *, eval_size=200):
+        self.problems = read_gsm8k(data)
+        n_test = min(eval_size, max(1, len(self.problems) // 10))
+        self.test = self.problems[-n_test:]
+        self.train = self.problems[:-n_test]
+        self.key = f"data-{zlib.crc32(json.dumps(self.problems).encode())}-eval{n_test}"  # content: a file may move
+
+    def sample(self, rng):
+        """One of the file's training problems, drawn with `rng`."""
+        return rng.choice(self.train)
+
+    def texts(self, template, n=1000):
+        """All of the file's training problems as the model reads them (n is not used)."""
+        return [template.format(question=pb.question) + pb.solution for pb in self.train]
+
+
+# ----------------------------------------------------------------------------- countdown
+_TOKEN = re.compile(r"\s*(?:([0-9]+)|([-+*/×÷()]))")  # a number or a symbol, after blanks
+_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "×": "*", "÷": "/"}
+_ANSWER_TAG = re.compile(r"<answer>(.{0,%d}?)</answer>" % MAX_EXPRESSION_CHARS, re.S)
+
+
+def parse_expression(text, max_numbers=8, max_digits=6):
+    """(value as a Fraction, [the numbers written, in order]) of an arithmetic expression, or None when it is not one:
+    non-negative integers (at most max_numbers of them, of at most max_digits digits), + - * / (× ÷ too) and
+    parentheses; no unary sign, no decimals, no names. Division by zero is None. A recursive descent over a token list
+    of at most MAX_EXPRESSION_CHARS characters and MAX_DEPTH nested parentheses: linear time, nothing is run."""
+    if not isinstance(text, str) or len(text) > MAX_EXPRESSION_CHARS:
+        return None
+    tokens = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            return None
+        if m[1] is not None and len(m[1]) > max_digits:
+            return None
+        tokens.append(int(m[1]) if m[1] is not None else _OPS.get(m[2], m[2]))
+        pos = m.end()
+    numbers = [t for t in tokens if isinstance(t, int)]
+    if not numbers or len(numbers) > max_numbers:
+        return None
+    parser = _Parser(tokens)
+    try:
+        value = parser.sum(0)
+    except _NotAnExpression:
+        return None
+    if parser.i != len(tokens):
+        return None
+    return value, numbers
+
+
+class _NotAnExpression(Exception):
+    """Raised inside _Parser, caught by parse_expression."""
+
+
+class _Parser:
+    """sum := product (('+' | '-') product)*;  product := atom (('*' | '/') atom)*;  atom := number | '(' sum ')'."""
+
+    def __init__(self, tokens):
+        self.tokens = tokens
+        self.i = 0
+
+    def peek(self):
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def sum(self, depth):
+        value = self.product(depth)
+        while self.peek() in ("+", "-"):
+            op = self.tokens[self.i]
+            self.i += 1
+            right = self.product(depth)
+            value = value + right if op == "+" else value - right
+        return value
+
+    def product(self, depth):
+        value = self.atom(depth)
+        while self.peek() in ("*", "/"):
+            op = self.tokens[self.i]
+            self.i += 1
+            right = self.atom(depth)
+            if op == "/" and right == 0:
+                raise _NotAnExpression
+            value = value * right if op == "*" else value / right
+        return value
+
+    def atom(self, depth):
+        t = self.peek()
+        self.i += 1
+        if isinstance(t, int):
+            return Fraction(t)
+        if t != "(" or depth >= MAX_DEPTH:
+            raise _NotAnExpression
+        value = self.sum(depth + 1)
+        if self.peek() != ")":
+            raise _NotAnExpression
+        self.i += 1
+        return value
+
+
+def countdown_answer(completion):
+    """The text inside a completion's last <answer>...</answer> tag (at most MAX_EXPRESSION_CHARS), or None."""
+    start = completion.rfind("<answer>")
+    if start < 0:
+        return None
+    m = _ANSWER_TAG.match(completion, start)
+    return m[1] if m else None
+
+
+def _combine(a, b):
+    """(value, text, op) of each way to join two (value, text, op) terms with one operation, in a fixed order;
+    text parenthesised where needed. a - b only when positive and a / b only when whole, as the teacher writes."""
+    x, s, p = a
+    y, t, q = b
+    out = [(x + y, f"{s}+{t}", "+"), (x * y, f"{_wrap(s, p, '*')}*{_wrap(t, q, '*')}", "*")]
+    if x > y:
+        out.append((x - y, f"{s}-{_wrap(t, q, '-')}", "-"))
+    if y != 0 and x % y == 0 and y != 1:
+        out.append((x // y, f"{_wrap(s, p, '*')}/{_wrap(t, q, '/')}", "/"))
+    return out
+
+
+def _wrap(text, op, outer):
+    """text in parentheses when its own operation `op` binds looser than `outer` (or on the right of - or /)."""
+    loose = op in ("+", "-") and outer in ("*", "/", "-")
+    right_of_div = outer == "/" and op in ("*", "/")
+    return f"({text})" if loose or right_of_div else text
+
+
+def solve_countdown(numbers, target):
+    """The teacher's solution: (steps ["a+b=c", ...], expression, the expression of the last step's longer operand) of
+    the first way, in a fixed search order, to reach target from all the numbers, each once, with whole intermediate
+    values; None if there is none."""
+    return _solutions(tuple(numbers)).get(target)
+
+
+@functools.lru_cache(maxsize=100_000)
+def _solutions(numbers):
+    """{value: solve_countdown's solution} of every value the numbers reach: one search per tuple of numbers."""
+    found = {}
+    _search([(n, str(n), None, []) for n in numbers], None, found)
+    return found
+
+
+def _search(terms, last, found):  # terms: (value, text, its last operation, steps); last: the operand slip shows
+    if len(terms) == 1:
+        value, text, _, steps = terms[0]
+        found.setdefault(value, (steps, text, last))  # the first way, in the search's order
+        return
+    for i in range(len(terms)):
+        for j in range(len(terms)):
+            if i == j:
+                continue
+            x, s, p, sx = terms[i]
+            y, t, q, sy = terms[j]
+            rest = [terms[k] for k in range(len(terms)) if k not in (i, j)]
+            longer = max(s, t, key=len)
+            for value, text, op in _combine((x, s, p), (y, t, q)):
+                _search(rest + [(value, text, op, sx + sy + [f"{x}{op}{y}={value}"])], longer, found)
+
+
+def make_countdown(rng, operands=3, max_number=9, max_target=30, slip=0.0):
+    """A Countdown problem drawn as TinyZero's generator draws one (target uniform in 1..max_target, `operands`
+    numbers uniform in 1..max_number), redrawn until solve_countdown reaches the target, and the teacher's solution:
+    its steps, one a line, then <answer>expression</answer>. With probability `slip` the teacher's answer is the
+    last step's longer operand instead (a number left unused: wrong, a mistake RL can unlearn)."""
+    while True:
+        target = rng.randint(1, max_target)
+        numbers = [rng.randint(1, max_number) for _ in range(operands)]
+        found = solve_countdown(numbers, target)
+        if found:
+            break
+    steps, expression, operand = found
+    shown = operand if rng.random() < slip else expression
+    question = f"Using the numbers {numbers}, make {target}."
+    return CountdownProblem(question, "\n".join(steps) + f"\n<answer>{shown}</answer>", str(target), tuple(numbers))
+
+
+class Countdown(Task):
+    """Countdown: write an expression that equals the target, using each given number exactly once (+ - * /,
+    parentheses). Its answer is the value of a valid expression in the last <answer> tag (None: wrong numbers, or no
+    expression), right when it equals the target; the reward pays 1 for a right answer, plus b for an <answer> tag
+    holding an expression (right or not). Held out: the first eval_size of 1000 (or eval_size) problems drawn by
+    Random(seed + 1); training problems drawn fresh, never one of those. The sizes (3 numbers in 1-9, targets in 1-30)
+    are chosen for a small model on 2 CPU cores; TinyZero's generator defaults to 6 numbers in 1-100 and targets in
+    1-1000, and its runs used 3 or 4 numbers."""
+
+    def __init__(self, *, operands=3, max_number=9, max_target=30, slip=0.0, eval_size=200, seed=0):
+        self.operands = operands
+        self.max_number = max_number
+        self.max_target = max_target
+        self.slip = slip
+        rng = random.Random(seed + 1)
+        self.problems = [make_countdown(rng, operands, max_number, max_target) for _ in range(max(1000, eval_size))]
+        self.test = self.problems[:eval_size]
+        self.held_out = {pb.question for pb in self.problems}
+        self.key = f"countdown-n{operands}-max{max_number}-target{max_target}-slip{slip}-pool{len(self.problems)}"
+
+    def sample(self, rng):
+        """One training problem drawn with `rng`, fresh, with the teacher's slips."""
+        while True:
+            pb = make_countdown(rng, self.operands, self.max_number, self.max_target, self.slip)
+            if pb.question not in self.held_out:
+                return pb
+
+    def problem(self, question):
+        """The numbers and target of a question written as this task writes them; else one that nothing answers."""
+        m = re.search(r"numbers \[([0-9, ]{1,80})\], make ([0-9]{1,6})", question)
+        if m is None:
+            return CountdownProblem(question, "", None, ())
+        return CountdownProblem(question, "", m[2], tuple(int(n) for n in m[1].split(",")))
+
+    def answer(self, pb, completion):
+        """The value of the expression in the last <answer> tag when it uses pb's numbers, each once; else None."""
+        parsed = parse_expression(countdown_answer(completion), max_numbers=len(pb.numbers))
+        if parsed is None or sorted(parsed[1]) != sorted(pb.numbers):
+            return None
+        return parsed[0]
+
+    def verdict(self, pb, completion):
+        """Right when the answer, a valid expression's value, is the target."""
+        value = self.answer(pb, completion)
+        return value is not None and pb.gold is not None and value == int(pb.gold)
+
+    def reward(self, problems, completions, *, format_bonus=0.0):
+        """1 for a right answer, plus format_bonus for an <answer> tag that holds an expression, float32 (N,)."""
+        if not 0.0 <= format_bonus <= reward.MAX_FORMAT_BONUS:
+            raise ValueError(f"format_bonus must be in [0, {reward.MAX_FORMAT_BONUS}], got {format_bonus}")
+        out = []
+        for pb, o in zip(expand(problems, completions), completions):
+            formed = parse_expression(countdown_answer(o), max_numbers=len(pb.numbers)) is not None
+            out.append(float(self.verdict(pb, o)) + (format_bonus if formed else 0.0))
+        return torch.tensor(out, dtype=torch.float32)  # (N,)
+
+
+# ----------------------------------------------------------------------------- the registry
+def verifier(task, problems, completions, *, format_bonus=0.0):
+    """The task's own reward: task.reward()."""
+    return task.reward(problems, completions, format_bonus=format_bonus)
+
+
+# --reward: fn(task, problems (one per completion or per group: expand), completions, *, format_bonus) -> (N,)
+REWARDS = {"verifier": verifier}
+TASKS = {  # --task: fn(args) -> Task, from train.py's flags
+    "arithmetic": lambda a: Arithmetic(
+        difficulty=a.difficulty, slip=a.teacher_slip, verbose=a.verbose, eval_size=a.eval_size, seed=a.seed
+    ),
+    "gsm8k": lambda a: GSM8K(a.data, eval_size=a.eval_size),
+    "countdown": lambda a: Countdown(slip=a.teacher_slip, eval_size=a.eval_size, seed=a.seed),  # sizes: its defaults
+}
