@@ -25,8 +25,8 @@ sys.path.insert(0, ROOT)
 import checkpoint  # noqa: E402
 import hf  # noqa: E402
 from model import GPT, TEMPLATES, encode_prompt, stop_ids  # noqa: E402
-from task import read_gsm8k  # noqa: E402
 from sample import generate  # noqa: E402
+from task import read_gsm8k  # noqa: E402
 
 QWEN25_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14)
 QWEN25_05B |= dict(num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6)
