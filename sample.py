@@ -219,28 +219,21 @@ def _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, 
 
 @torch.no_grad()
 def generate(
-    model,
-    prompts,
-    G,
-    max_new_tokens,
-    temperature=1.0,
-    top_k=None,
-    eos_id=256,
-    generator=None,
-    decode="plain",
-    stop_ids=None,
+    model, prompts, G, max_new_tokens, temperature=1.0, top_k=None, eos_id=256, generator=None, decode="plain"
 ):
     """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
 
     temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
-    all); eos_id pads the prompts and a finished row, and ends a completion, as does any of stop_ids (None: eos_id
-    alone; a chat model stops at <|im_end|> or <|eot_id|> too: model.stop_ids); generator (a seeded
-    torch.Generator on the model's device) makes the rollout reproducible, None uses the global RNG; decode:
-    "plain", "static" or "graph" (the module docstring). The caller may wrap this in torch.autocast; sampling itself runs in float32.
+    all); eos_id ends a completion and pads the prompts, or a list of ids does, each ending one, the first padding
+    (a chat model's: model.stop_ids); generator (a seeded torch.Generator on the model's device) makes the rollout
+    reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring). The caller
+    may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G
-    stops = torch.tensor(stop_ids or [eos_id], device=device)  # (n_stops,) ids that end a completion
+    ends = eos_id if isinstance(eos_id, list) else [eos_id]  # the ids that end a completion
+    eos_id = ends[0]  # pads
+    stops = torch.tensor(ends, device=device)  # (n_stops,)
 
     # left-pad the B prompts and prefill them once
     idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
@@ -468,7 +461,6 @@ def evaluate(
     batch=64,
     generator=None,
     decode="plain",
-    stop_ids=None,
 ):
     """A policy on held-out problems (prompts as token lists, and the problems they pose): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
@@ -481,7 +473,7 @@ def evaluate(
     samples = []  # G sampled answers per problem
     for i in range(0, len(prompts), batch):
         chunk = prompts[i : i + batch]
-        ends = dict(eos_id=eos_id, stop_ids=stop_ids, decode=decode)
+        ends = dict(eos_id=eos_id, decode=decode)
         greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, **ends), enc)
         roll = generate(model, chunk, G, max_new_tokens, temperature, generator=generator, **ends)
         samples += completions_text(roll, enc)
@@ -538,7 +530,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         T = max(1, min(args.max_new_tokens, model.config.block_size - max(map(len, prompts))))  # what fits
         gen = torch.Generator(device).manual_seed(args.seed)
         stops = stop_ids(model.config, enc, prompt)
-        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, stops[0], gen, stop_ids=stops)
+        roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=stops, generator=gen)
     except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag, device or data: one line, no traceback
         sys.exit("error: " + " ".join(str(e).splitlines()))
     for i, text in enumerate(completions_text(roll, enc)):

@@ -165,8 +165,7 @@ STOPS = stop_ids(model.config, enc, prompt)  # the ids that end a completion; EO
 EOS = STOPS[0]
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
 fwd = torch.compile(model) if args.compile else model  # the training forward
-sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=EOS, decode=args.decode)
-sampling["stop_ids"] = STOPS
+sampling = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, eos_id=STOPS, decode=args.decode)
 
 
 def encode(pb):  # (prompt, solution + EOS) token ids; a special token's text in a question or solution is text

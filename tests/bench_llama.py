@@ -96,13 +96,13 @@ def main():
     bf16 = args.device == "cuda" and torch.cuda.is_bf16_supported()
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     with autocast:  # a first call pays one-time costs (kernels, allocator): not timed
-        generate(model, prompts[:1], 1, 2, 1.0, eos_id=stops[0], stop_ids=stops)
+        generate(model, prompts[:1], 1, 2, 1.0, eos_id=stops)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.cuda.synchronize()
     t0 = time.time()
     with autocast:
-        roll = generate(model, prompts, args.G, args.new_tokens, 1.0, eos_id=stops[0], stop_ids=stops)
+        roll = generate(model, prompts, args.G, args.new_tokens, 1.0, eos_id=stops)
     if args.device == "cuda":
         torch.cuda.synchronize()
     dt = time.time() - t0

@@ -71,7 +71,7 @@ def check_model(name, config_class, extra, tokenizer, folder):
         ours = model(idx, mask)
         theirs = ref(input_ids=idx, attention_mask=mask.long()).logits
     err = ((ours - theirs) * mask[..., None]).abs().max().item()  # padding positions are not compared
-    gen = generate(model, prompts, 1, 12, temperature=0, eos_id=0, stop_ids=[10**6])  # no stop: all 12 tokens
+    gen = generate(model, prompts, 1, 12, temperature=0, eos_id=[10**6])  # no stop: all 12 tokens
     same = True
     for row, p in enumerate(prompts):
         out = ref.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)

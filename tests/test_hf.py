@@ -314,7 +314,7 @@ def test_a_completion_ends_at_the_first_of_its_stop_ids():
         model.lm_head.weight.zero_()
         model.transformer.ln_f.bias.copy_(torch.zeros(16))  # logits all 0: uniform over 20 tokens
     g = torch.Generator().manual_seed(3)
-    roll = generate(model, [[1, 2, 3]], 64, 30, eos_id=19, generator=g, stop_ids=[19, 7, 11])
+    roll = generate(model, [[1, 2, 3]], 64, 30, eos_id=[19, 7, 11], generator=g)
     stopped = 0
     for row, n, cut in zip(roll.completion.tolist(), roll.lengths.tolist(), roll.truncated.tolist()):
         first = next((t for t, tok in enumerate(row) if tok in (19, 7, 11)), None)
