@@ -105,7 +105,7 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 GPT2_FIXED = {"model_type": ("gpt2",), "activation_function": ("gelu_new", "gelu_pytorch_tanh")}
 GPT2_FIXED |= {"layer_norm_epsilon": (1e-5,), "scale_attn_weights": (True,), "tie_word_embeddings": (True,)}
 GPT2_FIXED |= {"scale_attn_by_inverse_layer_idx": (False,), "add_cross_attention": (False,)}
-# what export_hf writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one
+# what export writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one
 HF_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
 ST_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}  # torch dtype -> its name in a header
 EOT = "<|endoftext|>"  # the EOS token, one id after the BPE's tokens
@@ -180,7 +180,7 @@ def read_safetensors(path):
 
 def gpt2_weights(tensors, folder, path):
     """(GPTConfig, state dict of views, prompt template) of GPT-2 tensors in Hugging Face's layout, checked in the
-    file's own names; the template is config.json's nanogrpo_prompt (export_hf's) if any, else model.PROMPT."""
+    file's own names; the template is config.json's nanogrpo_prompt (export's) if any, else model.PROMPT."""
     weights = {}  # {name without "transformer.": tensor}
     for name, t in tensors.items():
         short = name.removeprefix("transformer.")
