@@ -71,11 +71,12 @@ def check_model(name, config_class, extra, tokenizer, folder):
         ours = model(idx, mask)
         theirs = ref(input_ids=idx, attention_mask=mask.long()).logits
     err = ((ours - theirs) * mask[..., None]).abs().max().item()  # padding positions are not compared
-    gen = generate(model, prompts, 1, 12, temperature=0, eos_id=[10**6])  # no stop: all 12 tokens
+    gen = generate(model, prompts, 1, 12, temperature=0, eos_id=SIZES["vocab_size"] - 1)  # an id past the tokenizer
     same = True
     for row, p in enumerate(prompts):
         out = ref.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
-        same = same and out[0, len(p) :].tolist() == gen.completion[row].tolist()
+        n = int(gen.lengths[row])  # 12, or up to and including that id if drawn
+        same = same and out[0, len(p) : len(p) + n].tolist() == gen.completion[row, :n].tolist()
     print(f"{name:14s} logits max |diff| {err:.2e}  greedy {'same' if same else 'DIFFERENT'}")
     return err <= 1e-5 and same
 
