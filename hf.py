@@ -243,7 +243,8 @@ def gpt2_weights(tensors, folder, path):
 
 def meta_model(config, path):
     """GPT(config) on the meta device: its shapes and parameter count, nothing allocated; LoadError when a size that
-    `path` gave makes a tensor of more than 2^63 bytes, which torch refuses even there ("Storage size ... overflowed")."""
+    `path` gave makes a tensor of more than 2^63 bytes, which torch refuses even there ("Storage size ...
+    overflowed")."""
     try:
         with torch.device("meta"):
             return GPT(config)

@@ -1,6 +1,6 @@
 """
-reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and that pays the reward GRPO's
-advantages are computed from (REWARDS: a run's choices, by name):
+reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and that pays the reward
+GRPO's advantages are computed from (REWARDS: a run's choices, by name):
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 

@@ -30,14 +30,13 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
     "graph"   "static" with one decode step captured once as a CUDA graph and replayed (CUDA only): on a GPU a
               small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
 
-Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages
-over all k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and
-sampled_metrics() take a judge, the run's task (task.py) or any object with its two methods verdict(problem,
-completion) -> bool and answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no
-verifier. evaluate() gives pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found
-that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new
-ones. The command line (the file's end) talks to a checkpoint.
-"""
+Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages over all
+k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and sampled_metrics()
+take a judge, the run's task (task.py) or any object with its two methods verdict(problem, completion) -> bool and
+answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives
+pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like.
+DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than
+adding new ones. The command line (the file's end) talks to a checkpoint."""
 
 import math
 from collections import Counter
@@ -434,8 +433,8 @@ def sampled_metrics(completions, problems, G, judge):
 
 
 def rollout_stats(right, lengths, truncated):
-    """What a step's samples look like, as 0-dim tensors: acc (the share right, by the task's verdict), len (mean tokens,
-    EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are none),
+    """What a step's samples look like, as 0-dim tensors: acc (the share right, by the task's verdict), len (mean
+    tokens, EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are none),
     truncated (the share cut at max_new_tokens). right (N,) bool; lengths, truncated (N,) numbers."""
     lengths = lengths.float()  # (N,)
     return {

@@ -13,8 +13,8 @@ seed start from the same weights and evaluate the same held-out problems (a vari
 the model or the warm start trains its own, and `run` says so). --jobs N runs N seeds at once, each seed's runs in
 turn (give each a core: OMP_NUM_THREADS=1 with N cores). A run whose out_dir has a ckpt.pt is skipped, so several
 `run`s with disjoint --only lists can share ROOT once its warm starts exist. Seeds' runs in separate ROOTs pool in
-one table: `table ROOT ROOT2 ROOT3`. ROOT/variants.json keeps the setting and each name's flags; `run` refuses another setting or
-other flags for a name already there.
+one table: `table ROOT ROOT2 ROOT3`. ROOT/variants.json keeps the setting and each name's flags; `run` refuses
+another setting or other flags for a name already there.
 
 `table` reads only metrics.jsonl (and ROOT/variants.json for the flags column), so it works for any finished runs
 (an out_dir with a ckpt.pt): a ROOT's <name>-s<seed> out_dirs, pooled over several ROOTs, or out_dirs named

@@ -1,5 +1,5 @@
-"""Properties of task.py's number tasks: make_problem's problems (the random stream they are drawn from, their arithmetic,
-the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
+"""Properties of task.py's number tasks: make_problem's problems (the random stream they are drawn from, their
+arithmetic, the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
 the problems, the streams the built-in task draws, the texts a from-scratch tokenizer counts its words on and that
