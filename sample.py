@@ -434,8 +434,8 @@ def sampled_metrics(completions, problems, G, judge):
 
 def rollout_stats(right, lengths, truncated):
     """What a step's samples look like, as 0-dim tensors: acc (the share right, by the task's verdict), len (mean
-    tokens, EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are none),
-    truncated (the share cut at max_new_tokens). right (N,) bool; lengths, truncated (N,) numbers."""
+    tokens, EOS included), len_right and len_wrong (the same over the right and the wrong ones; nan when there are
+    none), truncated (the share cut at max_new_tokens). right (N,) bool; lengths, truncated (N,) numbers."""
     lengths = lengths.float()  # (N,)
     return {
         "acc": right.float().mean(),
