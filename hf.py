@@ -227,18 +227,24 @@ def gpt2_weights(tensors, folder, path):
             if t.shape != weights["wte.weight"].shape or not torch.equal(t, weights["wte.weight"]):
                 raise LoadError(f"{path}: lm_head.weight differs from wte.weight (untied); this model ties them")
             continue
-        if name not in expected:
-            raise LoadError(f"{path}: unexpected tensor {name!r}; this is not GPT-2 (or not in Hugging Face's layout)")
-        if tuple(t.shape) != expected[name]:
-            raise LoadError(f"{path}: {name} has shape {tuple(t.shape)}, not {expected[name]}; it is not this GPT-2")
-        if not t.is_floating_point():
-            raise LoadError(f"{path}: {name} holds {t.dtype} numbers, not floating-point weights; the file is damaged")
+        check_weight(path, name, t, expected.get(name), "this is not this GPT-2 (or not in Hugging Face's layout)")
         state["transformer." + name] = t.t() if name.endswith(CONV1D) else t  # Conv1D (in, out) -> Linear (out, in)
     missing = [n for n in expected if n != "lm_head.weight" and "transformer." + n not in state]
     if missing:
         raise LoadError(f"{path} lacks {missing[0]} ({len(missing)} tensors missing); download it again")
     state["lm_head.weight"] = state["transformer.wte.weight"]  # tied, as GPT-2
     return config, state, prompt
+
+
+def check_weight(path, name, t, shape, fix):
+    """LoadError unless tensor `name` of `path` is made of floating-point numbers and has the `shape` the model
+    expects (None: the model has no such tensor); `fix` says what the file is then."""
+    if shape is None:
+        raise LoadError(f"{path}: unexpected tensor {name!r}; {fix}")
+    if tuple(t.shape) != shape:
+        raise LoadError(f"{path}: {name} has shape {tuple(t.shape)}, the model's is {shape}; {fix}")
+    if not t.is_floating_point():
+        raise LoadError(f"{path}: {name} holds {t.dtype} numbers, not floating-point weights; the file is damaged")
 
 
 def meta_model(config, path):
@@ -412,12 +418,7 @@ def llama_weights(tensors, config, path):
             if "model.embed_tokens.weight" not in tensors or not torch.equal(t, tensors["model.embed_tokens.weight"]):
                 raise LoadError(f"{path}: lm_head.weight differs from embed_tokens but config.json ties them; fix it")
             continue
-        if ours not in expected:
-            raise LoadError(f"{path}: unexpected tensor {name!r}; config.json does not describe these weights")
-        if tuple(t.shape) != expected[ours]:
-            raise LoadError(f"{path}: {name} has shape {tuple(t.shape)}, config.json says {expected[ours]}")
-        if not t.is_floating_point():
-            raise LoadError(f"{path}: {name} holds {t.dtype} numbers, not floating-point weights; the file is damaged")
+        check_weight(path, name, t, expected.get(ours), "config.json does not describe these weights")
         state[ours] = t
     if config.tie_embeddings and "transformer.wte.weight" in state:
         state["lm_head.weight"] = state["transformer.wte.weight"]

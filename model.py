@@ -134,23 +134,14 @@ def encode_prompt(enc, template, question):
     question holding "<|im_end|>" stays text. Runs of text between the template's specials are encoded whole (as
     Hugging Face's tokenizers encode the text between added tokens): a template without specials is one run."""
     before, _, after = template.partition("{question}")
-    specials = [s for s in enc.special_tokens_set if s in before or s in after]
-    split = (
-        re.compile("(" + "|".join(map(re.escape, sorted(specials, key=len, reverse=True))) + ")") if specials else None
-    )
-    pieces = []  # text runs and special tokens, in order; the question sits inside a text run
-    for part, is_template in ((before, True), (question, False), (after, True)):
-        chunks = split.split(part) if split and is_template else [part]
-        for i, chunk in enumerate(chunks):
-            if i % 2:  # a special token of the template
-                pieces.append((chunk, True))
-            elif pieces and not pieces[-1][1]:
-                pieces[-1] = (pieces[-1][0] + chunk, False)
-            else:
-                pieces.append((chunk, False))
+    specials = sorted((s for s in enc.special_tokens_set if s in template), key=len, reverse=True)
+    split = "(" + "|".join(map(re.escape, specials)) + ")" if specials else "(?!)"  # (?!): never, nothing to split
+    head = re.split(split, before)  # text, special, text, ..., text: specials at the odd places
+    tail = re.split(split, after)
+    pieces = head[:-1] + [head[-1] + question + tail[0]] + tail[1:]  # the question joins the text around it
     ids = []
-    for text, special in pieces:
-        ids += [enc.encode_single_token(text)] if special else encode_text(enc, text)
+    for i, piece in enumerate(pieces):
+        ids += [enc.encode_single_token(piece)] if i % 2 else encode_text(enc, piece)
     return ids
 
 

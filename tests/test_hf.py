@@ -18,7 +18,7 @@ import torch
 
 import hf
 from checkpoint import load_checkpoint, load_model, save_checkpoint
-from hf import LLAMA_NAMES, LoadError, tokenizer_from_json, write_safetensors
+from hf import LoadError, tokenizer_from_json, write_safetensors
 from model import (
     GPT,
     TEMPLATES,
@@ -60,26 +60,6 @@ def random_model(config, seed=0):
     return model
 
 
-def hf_names(state, tied):
-    """model.py's names -> Hugging Face's (LLAMA_NAMES read backwards); a tied lm_head is not stored."""
-    out = {}
-    for ours, t in state.items():
-        if ours == "lm_head.weight" and tied:
-            continue
-        for theirs, mine in LLAMA_NAMES:
-            pattern = re.escape(mine).replace(re.escape(r"\1"), r"(\d+)").replace(re.escape(r"\2"), r"(.+)")
-            m = re.fullmatch(pattern, ours)
-            if m:
-                name = theirs.replace(r"(\d+)", m.group(1)) if m.groups() else theirs
-                if len(m.groups()) > 1:
-                    name = re.sub(r"\(.*\)$", m.group(2), name)
-                out[name.replace("\\.", ".")] = t
-                break
-        else:
-            raise AssertionError(ours)
-    return out
-
-
 def write_folder(folder, name, model, *, dtype=torch.float32, shards=1, spelling="rope_theta"):
     """Write `model` as Hugging Face writes a family's folder: config.json, weights (maybe sharded, maybe bf16),
     generation_config.json with the stop ids, the tokenizer fixture as tokenizer.json."""
@@ -107,7 +87,7 @@ def write_folder(folder, name, model, *, dtype=torch.float32, shards=1, spelling
         text = src.read()
     with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
         f.write(text)
-    tensors = {k: v.to(dtype).contiguous() for k, v in hf_names(model.state_dict(), c.tie_embeddings).items()}
+    tensors = {k: v.to(dtype).contiguous() for k, v in hf.llama_tensors(model).items()}  # names: check_hf.py
     if shards == 1:
         write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
         return
@@ -252,7 +232,7 @@ def test_a_missing_or_stale_shard_is_refused_in_one_line(tmp_path):
         (dict(hidden_act="gelu"), "hidden_act"),
         (dict(attention_bias=True), "attention_bias"),
         (dict(num_key_value_heads=3), "num_key_value_heads"),
-        (dict(hidden_size=2**20), "config.json says (576, 1048576)"),  # shapes checked on the meta device
+        (dict(hidden_size=2**20), "the model's is (576, 1048576)"),  # shapes checked on the meta device
         (dict(hidden_size=2**40, head_dim=2**40), "sizes cannot be built"),  # 2^84 bytes: torch refuses even there
     ],
 )
