@@ -1,43 +1,37 @@
 """
-reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and that pays the reward
-GRPO's advantages are computed from (REWARDS: a run's choices, by name):
+reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and pay the reward with:
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
 extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
- 0. Invisible characters (zero-width space and joiners, word joiner, soft hyphen, BOM) go and full-width and
-    mathematical digits are plain before anything is read: "\u2212\u200b3" is -3, never 3; "４２" and "𝟒𝟐" are 42.
+ 0. First invisible characters go and full-width and mathematical digits are plain: "\u2212\u200b3" is -3; "𝟒２" 42.
  1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, </s>, ...), not at an opening <|im_start|>(assistant).
  2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
- 4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`);
-    an answer word of LANGUAGES in any case, linked ("the answer is", "**Final answer**", "答案是", "A resposta é",
-    "정답:", "उत्तर 42 है") or opening a line ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a
-    conclusion word of LANGUAGES (so, donc, also hat, quindi, 따라서, 所以 even after a space; also after display math:
-    "$$ ... $$ Therefore") or states "the <quantity> is N" or "..., but I get N", with one value after that (or an
-    equation's last side) or "no cookies left"; with no mark, the last sentence of one value ("The shop sells 42
-    loaves a day."). Up to 3 sentences after it pass if they hold no value ("Note: it shuts on Sundays.") or are
-    courtesies or checks whose numbers hold its value ("I hope so.", "Check: 42 - 7 = 35 ✓"): it is only restated.
- 5. Not statements: a mark in a sentence of condition, example, someone else's words or a note to a grader (if,
-    suppose, would have, then ... would, for example, a similar problem, says, expected answer, reward) unless after
-    "but I"; an opening method ("If we add them up,") is no condition without were, would, could, might or had. A Q:
-    line after the first statement cuts the rest.
+ 4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`); an
+    answer word of LANGUAGES, linked ("the answer is", "**Final answer**", "答案是", "A resposta é") or opening a line
+    ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a conclusion word of LANGUAGES (so, donc,
+    also hat, 따라서, 所以 even after a space or display math: "$$ ... $$ Therefore") or states "the <quantity> is N" or
+    "..., but I get N", with one value after that (or an equation's last side) or "no cookies left"; with no mark, the
+    last sentence of one value ("It sells 42 loaves a day."). Up to 3 sentences after it pass if they hold no value
+    ("Note: shut on Sundays.") or are courtesies or checks holding its value ("I hope so.", "Check: 42 - 7 = 35 ✓").
+ 5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose,
+    would have, then ... would, for example, says, expected answer, reward) unless after "but I"; an opening method
+    ("If we add them up,") is none without were, would, could, might or had. A Q: line after the first cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
     them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence holding one value and no operator is that value, less
-    a check in parentheses that gives it ("105 apples (35 + 70 = 105)"), a restatement in another unit checked equal
-    ("2 hours and 40 minutes (160 minutes)": 160) and numbers after it tied to another quantity ("120 liters after 3
-    hours"); number words count where no digit is ("nine marbles"), and an ordinal that ends it ("finished 7th"). Two
-    values are no answer ("$18 per day, which is $126 per week." asks which; after a phrase the first is marked).
+    line if it ends its line. A tag, phrase or sentence of one value and no operator is that value, less a check ("105
+    apples (35 + 70 = 105)"), a restatement in other units ("2 hr 40 min (160 min)": 160) and later numbers tied to
+    another quantity ("120 liters after 3 hours"); number words count with no digit ("nine marbles"), as does a closing
+    ordinal ("finished 7th"). Two values are no answer ("$18 a day, which is $126 a week."; after a phrase, the first).
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
     "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
     could also work)"); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
-10. Unwrap \\text{}, \\textbf{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, and degrees
-    with their unit (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -. An equation gives its last side
-    (x = 5 + 6 = 11: 11). \\! is no stop: $16,\\!386.20$.
+10. Unwrap \\text{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, degrees with their unit
+    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -; an equation gives its last side (x = 5 + 6 = 11: 11).
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
     After a phrase or conclusion in a LANGUAGES tongue marked *: 70 000 and 1.250.000 are thousands and 18,50
     is 18.5, but 1.000 and 1,250 are a thousand or one: refused (in English 1.000 stays 1, 18,50 no number).
@@ -46,20 +40,15 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     squared, oder, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
 13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of ten
     (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6 but not 1e3), number words up to the thousands (forty-eight, two thousand
-    and five, twelve hundred, a dozen) and as fractions (three quarters, a half), small ones in other languages (siete,
-    douze, zwölf, سبعة, सात; 七, 十二, 四十二个).
+    and five, a dozen) and as fractions (three quarters, a half), small ones in other languages (siete, zwölf, सात; 七).
 14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
     no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
-A final statement refused or without a number pays 0, never an earlier mark's value. Not read with no mark or
-conclusion: a closing sentence of two values or an equation ("6 * 7 = 42"); sets, intervals, expressions. b in [0,
-MAX_FORMAT_BONUS] (R1's format reward, 0 by default) pays a final tag, box or #### that parses, on the last non-blank
-line, right or not.
+A final statement refused or without a number pays 0, never an earlier mark's value. b in [0, MAX_FORMAT_BONUS] (R1's
+format reward, 0 by default) pays a final tag, box or #### that parses on the last non-blank line, right or not.
 
-Where this departs from DeepSeekMath:
-  - It scored with a learned reward model (outcome or process supervision); this is a rule-based verifier, as in
-    DeepSeek-R1 and RLVR (Tülu 3): one number per completion, exact, cheap, no model to fool, yet b pays a well-formed
-    wrong answer by design (at most a tenth of a right one) and a completion written against these rules can be misread.
-  - Its RL questions were GSM8K's and MATH's; the built-in task is a toy that a small model learns in minutes.
+Where this departs from DeepSeekMath: it scored with a learned reward model; this is a rule-based verifier, as in
+DeepSeek-R1 and RLVR (Tülu 3): one number per completion, exact, cheap, no model to fool, yet b pays a well-formed
+wrong answer by design (at most a tenth of a right one) and a completion written against these rules can be misread.
 Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex has a
 nested quantifier, and every value, box, sentence and window read is capped in length.
 """
@@ -133,12 +122,8 @@ def rewards(completions, golds, *, format_bonus=0.0, last_number=False):
     return torch.tensor([reward(o, g, **options) for o, g in zip(completions, golds)], dtype=torch.float32)  # (N,)
 
 
-REWARDS = {"verifier": rewards}  # for --reward: fn(completions, golds one per completion, *, format_bonus=0) -> (N,)
-
-
 def overlong_penalty(lengths, max_len, cache):
-    """DAPO's soft overlong punishment (Yu et al. 2025), added to the reward by train.py --overlong: (N,) float32,
-    0 for an answer of at most max_len - cache tokens, then falling linearly to -1 at max_len tokens:
+    """DAPO's soft overlong punishment (Yu et al. 2025), added to the reward by train.py --overlong, (N,) float32:
         R(|o|) = 0                                  |o| <= max_len - cache
         R(|o|) = (max_len - cache - |o|) / cache     max_len - cache < |o| <= max_len
     |o| counts the EOS token, as the loss's mask does; an answer cut off at max_len gets -1. 0 < cache < max_len.
@@ -156,13 +141,6 @@ def expand_golds(golds, N):
         raise ValueError(f"need one gold per completion or per group, got {N} completions and {len(golds)} golds")
     G = N // len(golds)
     return [golds[i // G] for i in range(N)]
-
-
-def correct(completions, golds, *, last_number=False):
-    """Whether each final answer equals its gold, bool (N,): accuracy, which a reward's value (with a bonus) is not."""
-    golds = expand_golds(golds, len(completions))
-    verdicts = [is_correct(extract_answer(o, last_number=last_number), g) for o, g in zip(completions, golds)]
-    return torch.tensor(verdicts, dtype=torch.bool)  # (N,)
 
 
 def extract_answer(text, *, last_number=False):
@@ -535,8 +513,8 @@ def _last_number(text):
 
 # ----------------------------------------------------------------------------- parsing
 _INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\ufeff"  # zero-width space, (non-)joiner, word joiner, soft hyphen, BOM
-_WIDE_DIGITS = [*range(0xFF10, 0xFF1A), *range(0x1D7CE, 0x1D800), 0xFF0E]  # full-width, mathematical (bold, ...); ．
-_DIGITS = str.maketrans({c: unicodedata.normalize("NFKC", c) for c in map(chr, _WIDE_DIGITS)})
+_WIDE = [*range(0xFF10, 0xFF1A), *range(0x1D7CE, 0x1D800), 0xFF0E]  # full-width, mathematical (bold, ...) digits; ．
+_PLAIN = str.maketrans(dict.fromkeys(_INVISIBLE) | {c: unicodedata.normalize("NFKC", c) for c in map(chr, _WIDE)})
 _NOT_PLAIN = re.compile(f"[{_INVISIBLE}\uff0e\uff10-\uff19\U0001d7ce-\U0001d7ff]")
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
 _THOUSANDS_SPACE = re.compile(r"(?:(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])|(?<=[0-9],)\\!\s*)(?=[0-9]{3}(?![0-9]))")
@@ -557,7 +535,6 @@ _E_NOTATION = re.compile(r"([-+]?[0-9]+\.[0-9]+)[eE]([-+]?[0-9]{1,2})")  # a cal
 _NEGATIVE = re.compile(r"(?i)(?:negative|minus)\s+")
 _VULGAR = re.compile("(?<=[0-9])[ \t]?([¼-¾⅐-⅞])")  # 18½; a lone ½ is not a number
 _SUPERSCRIPT = re.compile("(?<=10)[⁺⁻]?[⁰¹²³⁴-⁹]{1,2}")  # 10¹
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
@@ -609,11 +586,7 @@ def _parse(s):
 
 def _plain(text):
     """Rule 0, before any sign or digit is looked at ("\u2212\u200b3" is -3, never 3): plain digits, no invisibles."""
-    if not text.isascii() and _NOT_PLAIN.search(text):
-        for c in _INVISIBLE:  # str.replace, ten times faster than str.translate
-            text = text.replace(c, "")
-        text = text.translate(_DIGITS)
-    return text
+    return text.translate(_PLAIN) if not text.isascii() and _NOT_PLAIN.search(text) else text
 
 
 def _normalize(s):
@@ -629,7 +602,7 @@ def _normalize(s):
         s = _INNER_WRAPPER.sub(lambda m: f" {m.group(1)} ", s)
     if not s.isascii():  # rule 13: 18½ is 18 1/2, 1.8 × 10¹ is 1.8 × 10^{1}
         s = _VULGAR.sub(lambda m: " " + unicodedata.normalize("NFKC", m[1]).replace("\u2044", "/"), s)
-        s = _SUPERSCRIPT.sub(lambda m: "^{" + m[0].translate(_SUPERSCRIPTS) + "}", s)
+        s = _SUPERSCRIPT.sub(lambda m: "^{" + unicodedata.normalize("NFKC", m[0]).replace("\u2212", "-") + "}", s)
     s = _SPACING.sub(" ", _UNIT_POWER.sub("", _JUNK.sub("", s))).strip().rstrip(".").strip(" *_")
     if s[:1] == "(" and s[-1:] == ")" and "(" not in s[1:-1] and ")" not in s[1:-1]:  # (35 + 70 = 105)
         s = s[1:-1]
@@ -663,10 +636,9 @@ def _unit_factor(unit, glued):
     if not words or len(words) > MAX_UNIT_WORDS or (glued and words[0] not in UNIT_WORDS):
         return None
     for w in words[factor != 1 :]:
-        plain = all(p.isascii() and p.isalpha() for p in w.replace("/", "-").split("-"))
+        letter = len(w) < 2 and w not in UNIT_WORDS and w != "a"  # one letter: a unit (5 m) or "a" (18 dollars a day)
+        plain = not letter and all(p.isascii() and p.isalpha() for p in w.replace("/", "-").split("-"))
         if not plain or w in NOT_UNITS or w in NUMBER_WORDS or w in SMALL_NUMBER_WORDS or w.rstrip("s") in MULTIPLIERS:
-            return None
-        if len(w) < 2 and w not in UNIT_WORDS and w != "a":  # one letter: a unit (5 m) or "a" (18 dollars a day)
             return None
     return factor
 

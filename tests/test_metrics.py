@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 import reward as reward_module
-from reward import correct, extract_answer, parse_number
+from reward import extract_answer, parse_number
 from sample import maj_at_k, pass_at_k, sampled_metrics
 from task import Problem, Task
 
@@ -133,14 +133,14 @@ def test_maj_at_1_is_pass_at_1():
             rng.choice(["#### 1", "#### 2", "#### 1.0", "\\boxed{2}", "no answer", "#### 1 or 2"]) for _ in range(n)
         ]
         answers = [extract_answer(o) for o in completions]
-        c = int(correct(completions, ["1"]).sum())
+        c = int(NUMBER.verdicts([Problem("", "", "1")], completions).sum())
         assert maj(answers, "1", 1) == pass_at_k(n, c, 1)
 
 
 def test_maj_at_1_of_the_greedy_answer_is_greedy_accuracy():
     greedy = ["#### 18", "#### 4", "no answer", "#### 70,000", "#### 48\nWait: 6 * 7 = 42.\n#### 42"]
     golds = ["18", "3", "540", "70000", "42"]
-    accuracy = correct(greedy, golds).float().mean().item()
+    accuracy = NUMBER.verdicts([Problem("", "", g) for g in golds], greedy).float().mean().item()
     assert accuracy == pytest.approx(0.6)
     assert sum(maj([extract_answer(o)], g, 1) for o, g in zip(greedy, golds)) / len(golds) == pytest.approx(accuracy)
 
@@ -172,7 +172,7 @@ def test_sampled_metrics_count_correctness_not_reward(monkeypatch):
 
 
 def test_sampled_metrics_unmarked_answers_abstain():
-    """maj@k reads answers as correct() does: a completion with no answer statement abstains, its last number unread;
+    """maj@k reads answers as the verdict does: a completion with no answer statement abstains, its last number unread;
     a concluding sentence ("So it is 42.", or with no mark a closing sentence of one value) is a statement for both."""
     m = metrics(["6 * 7 = 42", "#### 41", "It is 6 * 7 = 42."], ["42"], 3)
     assert m["pass@3"] == 0.0 and m["maj@1"] == 0.0 and m["maj@3"] == 0.0

@@ -1,8 +1,8 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
 around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
 number, conflicts, asides and conditionals, long sentences, other notations and languages: each right answer beside
-its nearest wrong one), number parsing, the format bonus, the named rewards and their golds, correctness versus
-reward, hostile input and real GSM8K. (pass@k and maj@k: tests/test_metrics.py.)
+its nearest wrong one), number parsing, the format bonus, golds one per group, hostile input and real GSM8K.
+(pass@k and maj@k: tests/test_metrics.py; a task's verdicts and the reward registry: tests/test_task.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,
 DeepSeek-R1 and TinyZero <think>/<answer>, Minerva, markdown), each paid and unpaid.
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import reward as reward_module
-from reward import MAX_MARKS, REWARDS, correct, expand_golds, extract_answer, is_correct, parse_number, reward, rewards
+from reward import MAX_MARKS, expand_golds, extract_answer, is_correct, parse_number, reward, rewards
 
 DATA = Path(__file__).parent / "data"
 GSM8K = [json.loads(line) for line in (DATA / "gsm8k_sample.jsonl").open(encoding="utf-8")]
@@ -1462,33 +1462,12 @@ def test_rewards_with_one_gold_per_group():
 
 
 @pytest.mark.parametrize("n_golds", [0, 4, 7])
-def test_rewards_and_correct_reject_golds_that_do_not_divide_the_batch(n_golds):
+def test_rewards_reject_golds_that_do_not_divide_the_batch(n_golds):
     with pytest.raises(ValueError):
         rewards(["#### 1"] * 6, ["1"] * n_golds)
-    with pytest.raises(ValueError):
-        correct(["#### 1"] * 6, ["1"] * n_golds)
 
 
-# ----------------------------------------------------------------------------- correctness is not reward
-
-
-def test_correct_is_a_bool_tensor_with_the_golds_of_rewards():
-    completions = ["#### 1", "#### 2", "#### 1", "#### 5", "The answer is 5.", "#### 1"]
-    c = correct(completions, ["1", "5"])  # one gold per group of 3
-    assert c.dtype == torch.bool and c.shape == (6,)
-    assert c.tolist() == [True, False, True, True, True, False]
-    assert correct(completions, ["1", "2", "1", "5", "5", "1"]).all()  # one gold per completion
-    assert correct(["6 * 7 = 42"], ["42"], last_number=True).tolist() == [True]
-
-
-def test_correct_ignores_the_format_bonus():
-    completions = ["6 * 7 = 43\n#### 43", "#### 42", "The answer is 42."]
-    r = rewards(completions, ["42"] * 3, format_bonus=0.1)
-    assert r.tolist() == pytest.approx([0.1, 1.1, 1.0])
-    assert correct(completions, ["42"] * 3).tolist() == [False, True, True]
-
-
-# ----------------------------------------------------------------------------- the named rewards and their golds
+# ----------------------------------------------------------------------------- golds
 
 
 def test_expand_golds_gives_row_b_times_G_plus_g_the_gold_of_prompt_b():
@@ -1497,42 +1476,6 @@ def test_expand_golds_gives_row_b_times_G_plus_g_the_gold_of_prompt_b():
     for golds, N in ([], 4), (["1", "2"], 3), (["1"] * 4, 6):
         with pytest.raises(ValueError, match="one gold per completion or per group"):
             expand_golds(golds, N)
-
-
-def partial_credit(completions, golds, *, format_bonus=0.0):
-    """A fork's reward, written with the public helpers: 1 - min(1, |pred - gold| / |gold|) for a final answer (0 for
-    none, or for a gold of 0 unless exact), plus the verifier's format bonus."""
-    out = []
-    for completion, gold in zip(completions, golds):
-        pred, value = parse_number(extract_answer(completion)), parse_number(gold)
-        if pred is None:
-            credit = 0.0
-        else:
-            credit = float(pred == value) if value == 0 else 1 - min(1, float(abs(pred - value) / abs(value)))
-        out.append(credit + reward(completion, gold, format_bonus=format_bonus) - reward(completion, gold))
-    return torch.tensor(out, dtype=torch.float32)  # (N,)
-
-
-def test_a_fork_registers_a_partial_credit_reward():
-    registry = {**REWARDS, "partial": partial_credit}  # a fork's copy of the registry; train.py picks by --reward
-    assert "partial" not in REWARDS and registry["verifier"] is rewards
-    completions = ["#### 40", "#### 30", "So she has 12 left.", "I do not know.", "#### 0", "#### 1"]  # B = 3, G = 2
-    golds = expand_golds(["40", "10", "0"], len(completions))
-    r = registry["partial"](completions, golds)
-    assert r.dtype == torch.float32 and r.shape == (6,)
-    assert r.tolist() == pytest.approx([1.0, 0.75, 0.8, 0.0, 1.0, 0.0])
-    assert registry["partial"](completions, golds, format_bonus=0.1).tolist() == pytest.approx(
-        [1.1, 0.85, 0.8, 0.0, 1.1, 0.1]
-    )
-    assert correct(completions, golds).tolist() == [True, False, False, False, True, False]  # accuracy is not reward
-
-
-@pytest.mark.parametrize("name", REWARDS)
-def test_every_registered_reward_takes_the_same_arguments(name):
-    completions, golds = ["#### 1", "#### 2", "The answer is 3."], ["1", "0", "3"]
-    r = REWARDS[name](completions, golds, format_bonus=0.1)
-    assert r.dtype == torch.float32 and r.shape == (3,)
-    assert r.tolist() == pytest.approx([1.1, 0.1, 1.0])
 
 
 # ----------------------------------------------------------------------------- hostile input

@@ -14,19 +14,23 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import torch
 
 from model import PROMPT, byte_tokenizer, frequent_words
-from reward import reward
+from reward import extract_answer, parse_number, reward
 from task import (
     GSM8K,
     MAX_DEPTH,
     MAX_EXPRESSION_CHARS,
+    REWARDS,
     Arithmetic,
     Countdown,
     CountdownProblem,
     DataError,
     Problem,
+    Task,
     countdown_answer,
+    expand,
     make_countdown,
     make_problem,
     parse_expression,
@@ -121,6 +125,67 @@ def test_the_verifier_pays_the_teacher_unless_it_slipped():
         assert reward(pb.solution, pb.gold) == (0.0 if slipped else 1.0)
         paid.append(not slipped)
     assert 0.6 < sum(paid) / len(paid) < 0.8  # about 1 - slip
+
+
+# ----------------------------------------------------------------------------- verdicts are not rewards
+NUMBER = Task()  # a number task: reward.py's verifier against pb.gold
+
+
+def golds(*values):
+    return [Problem("", "", g) for g in values]
+
+
+def test_verdicts_are_a_bool_tensor_with_the_problems_of_rewards():
+    completions = ["#### 1", "#### 2", "#### 1", "#### 5", "The answer is 5.", "#### 1"]
+    c = NUMBER.verdicts(golds("1", "5"), completions)  # one problem per group of 3
+    assert c.dtype == torch.bool and c.shape == (6,)
+    assert c.tolist() == [True, False, True, True, True, False]
+    assert NUMBER.verdicts(golds("1", "2", "1", "5", "5", "1"), completions).all()  # one per completion
+    for n in (0, 4, 7):
+        with pytest.raises(ValueError):
+            NUMBER.verdicts(golds(*["1"] * n), completions)
+
+
+def test_verdicts_ignore_the_format_bonus():
+    completions = ["6 * 7 = 43\n#### 43", "#### 42", "The answer is 42."]
+    r = REWARDS["verifier"](NUMBER, golds("42"), completions, format_bonus=0.1)
+    assert r.tolist() == pytest.approx([0.1, 1.1, 1.0])
+    assert NUMBER.verdicts(golds("42"), completions).tolist() == [False, True, True]
+
+
+def partial_credit(task, problems, completions, *, format_bonus=0.0):
+    """A fork's reward, written with the public helpers: 1 - min(1, |pred - gold| / |gold|) for a final answer (0 for
+    none, or for a gold of 0 unless exact), plus the verifier's format bonus."""
+    out = []
+    for completion, pb in zip(completions, expand(problems, completions)):
+        pred = parse_number(extract_answer(completion))
+        value = parse_number(pb.gold)
+        credit = 0.0
+        if pred is not None:
+            credit = float(pred == value) if value == 0 else 1 - min(1, float(abs(pred - value) / abs(value)))
+        out.append(credit + reward(completion, pb.gold, format_bonus=format_bonus) - reward(completion, pb.gold))
+    return torch.tensor(out, dtype=torch.float32)  # (N,)
+
+
+def test_a_fork_registers_a_partial_credit_reward():
+    registry = {**REWARDS, "partial": partial_credit}  # a fork's copy of the registry; train.py picks by --reward
+    assert "partial" not in REWARDS
+    completions = ["#### 40", "#### 30", "So she has 12 left.", "I do not know.", "#### 0", "#### 1"]  # B = 3, G = 2
+    problems = golds("40", "10", "0")
+    r = registry["partial"](NUMBER, problems, completions)
+    assert r.dtype == torch.float32 and r.shape == (6,)
+    assert r.tolist() == pytest.approx([1.0, 0.75, 0.8, 0.0, 1.0, 0.0])
+    bonus = registry["partial"](NUMBER, problems, completions, format_bonus=0.1)
+    assert bonus.tolist() == pytest.approx([1.1, 0.85, 0.8, 0.0, 1.1, 0.1])
+    assert NUMBER.verdicts(problems, completions).tolist() == [True, False, False, False, True, False]  # not reward
+
+
+@pytest.mark.parametrize("name", REWARDS)
+def test_every_registered_reward_takes_the_same_arguments(name):
+    completions = ["#### 1", "#### 2", "The answer is 3."]
+    r = REWARDS[name](NUMBER, golds("1", "0", "3"), completions, format_bonus=0.1)
+    assert r.dtype == torch.float32 and r.shape == (3,)
+    assert r.tolist() == pytest.approx([1.1, 0.1, 1.0])
 
 
 # ----------------------------------------------------------------------------- read_gsm8k
