@@ -77,7 +77,9 @@ def digest(ckpt):
 
 def atomic_save(obj, path):
     """torch.save(obj, path), all or nothing: a temp file (hf.temp_name), flushed to disk, renamed over `path`. A temp
-    file that a killed writer left (this process's or a dead one's, a regular file) is removed first."""
+    file that a killed writer left (this process's or a dead one's, a regular file) is removed first. A link at `path`
+    stays a link: its target is written, the temp file beside it."""
+    path = os.path.realpath(path)
     tmp = hf.temp_name(path)
     try:
         hf.remove_stale_temps(path, hf.is_regular_file)
@@ -304,9 +306,35 @@ def restore_training(ckpt, path, optimizer, ref, task_key):
     return ckpt["step"]
 
 
+def _check_run_file(path):
+    """LoadError unless `path` (a run file: RUN_FILES) is absent (or a link to nothing yet) or nanogrpo's: a
+    checkpoint of ours, a log of JSON records. Read lightly (no digest): a big checkpoint is only mapped."""
+    if not os.path.exists(path):
+        return
+    why = None if os.path.isfile(path) else "not a file (a folder or a device)"
+    if why is None and path.endswith(".jsonl"):
+        with open(path, "rb") as f:
+            first = f.readline()
+        try:
+            record = json.loads(first) if first else {"kind": None}
+        except ValueError:
+            record = None
+        why = None if isinstance(record, dict) and "kind" in record else "not a log of nanogrpo's records"
+    elif why is None and os.path.getsize(path) > 0:
+        try:
+            ckpt = _torch_load(path, mmap=True)
+        except LoadError:
+            ckpt = None
+        why = None if isinstance(ckpt, dict) and all(k in ckpt for k in CKPT_KEYS) else "not a nanogrpo checkpoint"
+    if why:
+        raise LoadError(f"{path} is {why}: nanogrpo would replace it; move it away or pick another --out_dir")
+
+
 class RunDir:
     """The out_dir of one run: ckpt.pt, warmstart.pt (the cached warm start), metrics.jsonl, and run.lock, an OS lock
-    its writer (rank 0) holds until its process ends. A fresh run removes an old ckpt.pt, never to resume it."""
+    its writer (rank 0) holds until its process ends. A fresh run removes an old ckpt.pt, never to resume it, and
+    starts the log afresh; so a run file that nanogrpo did not write (another project's ckpt.pt, a link to a folder)
+    is refused in one line, never removed. A link to a run file of nanogrpo's stays a link: its target is written."""
 
     def __init__(self, path, resume, writer=True):
         self.path = path
@@ -325,10 +353,12 @@ class RunDir:
                 fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
+        for path in (self.warm, self.metrics, *([] if resume else [self.ckpt])):  # resume checks its ckpt.pt itself
+            _check_run_file(path)
         if not resume and os.path.exists(self.ckpt):
-            os.remove(self.ckpt)
+            os.remove(os.path.realpath(self.ckpt))
         for path in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
-            hf.remove_stale_temps(path, hf.is_regular_file)
+            hf.remove_stale_temps(os.path.realpath(path), hf.is_regular_file)
 
     def check_space(self, num_params, ref):
         """OSError unless the disk holds a checkpoint (weights, `ref`, AdamW's moments), its temp copy, a warm start."""

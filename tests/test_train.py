@@ -601,6 +601,45 @@ def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsy
     capsys.readouterr()
 
 
+def test_a_run_file_nanogrpo_did_not_write_is_refused_and_a_link_to_ours_is_written_through(tmp_path):
+    """A fresh run would remove ckpt.pt and start metrics.jsonl afresh: another project's ckpt.pt (nanoGPT's out/ has
+    one), a user's text, a folder as warmstart.pt are refused in one line and left as they were. A ckpt.pt that links
+    to a checkpoint of ours elsewhere stays a link through a resume: its target is what the run saves."""
+    out = tmp_path / "out"
+    out.mkdir()
+    torch.save({"model": {}, "iter_num": 5000}, out / "ckpt.pt")  # another project's checkpoint
+    planted = [
+        ("ckpt.pt", "not a nanogrpo checkpoint"),
+        ("metrics.jsonl", "not a log"),
+        ("warmstart.pt", "not a file (a folder"),
+    ]
+    for name, why in planted:
+        if name == "metrics.jsonl":
+            (out / name).write_text("hello\n")
+        if name == "warmstart.pt":
+            (out / name).mkdir()
+        before = {p.name: p.is_dir() or p.read_bytes() for p in out.iterdir() if p.name != "run.lock"}
+        r = here(*TINY, "--sft_steps", "2", "--steps", "1", "--out_dir", str(out))
+        assert one_line_error(r, f"{out / name} is {why}"), r.stderr
+        assert {p.name: p.is_dir() or p.read_bytes() for p in out.iterdir() if p.name != "run.lock"} == before
+        (out / "ckpt.pt").unlink()  # the next case's only stranger
+        (out / "ckpt.pt").write_bytes(b"")  # an empty one holds nothing to lose
+        if name == "metrics.jsonl":
+            (out / name).unlink()
+    elsewhere = tmp_path / "big_disk"
+    r = here(*TINY, "--sft_steps", "2", "--steps", "1", "--out_dir", str(elsewhere))
+    assert r.returncode == 0, r.stderr
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "ckpt.pt").symlink_to(elsewhere / "ckpt.pt")
+    (linked / "metrics.jsonl").symlink_to(elsewhere / "metrics.jsonl")
+    r = here(*TINY, "--steps", "2", "--init_from", "resume", "--out_dir", str(linked))
+    assert r.returncode == 0, r.stderr
+    assert (linked / "ckpt.pt").is_symlink() and (linked / "metrics.jsonl").is_symlink()
+    assert checkpoint.load_checkpoint(elsewhere / "ckpt.pt")["step"] == 2 and len(records(elsewhere, "train")) == 2
+    assert sorted(os.listdir(linked)) == ["ckpt.pt", "metrics.jsonl", "run.lock"]  # no temp file beside the links
+
+
 def test_special_tokens_in_the_data_are_text(tmp_path):
     data = tmp_path / "special.jsonl"
     with open(data, "w") as f:
