@@ -464,10 +464,9 @@ def evaluate(
     """A policy on held-out problems (prompts as token lists, and the problems they pose): greedy accuracy (one
     greedy answer per problem) with its standard error sqrt(acc (1 - acc) / n), and pass@k / maj@k for
     k = 1..G from G samples at `temperature`, generated `batch` prompts at a time. Counted with the judge's (the task's)
-    verdict and answer (sampled_metrics), never with a reward's value. Per
-    problem, for paired comparisons of
-    two policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how
-    many of its G samples are)."""
+    verdict and answer (sampled_metrics), never with a reward's value. Per problem, for paired comparisons of two
+    policies on the same problems: greedy_right (1 if its greedy answer is right) and sampled_right (how many of its G
+    samples are)."""
     greedy = []  # one greedy answer per problem
     samples = []  # G sampled answers per problem
     for i in range(0, len(prompts), batch):

@@ -76,7 +76,7 @@ VARIANTS = {  # name: the train.py flags it adds to the setting
     "mu4": "--mu 4",
     "gspo_mu4": "--ratio seq --clip_eps 3e-4 --clip_eps_high 4e-4 --mu 4",  # GSPO with the paper's ε
     "dynamic": "--dynamic 3",  # DAPO's dynamic sampling: dead groups replaced, up to 3 more rounds
-    "cispo_mu4": "--loss cispo --mu 4",  # CISPO: the capped ratio as a constant weight; at μ = 1 it is GRPO
+    "cispo_mu4": "--loss cispo --agg dapo --mu 4",  # CISPO (MiniMax-M1): the capped ratio as a weight, token mean
 }
 ACC_TARGET = 0.2
 BOOT_REPS, BOOT_SEED, LEVEL = 10_000, 0, 0.95
@@ -408,7 +408,8 @@ def main():
         if len(args.dirs) != 1:
             p.error("run takes one ROOT")
         variants = given or dict(VARIANTS)
-        if unknown := [n for n in args.only or [] if n not in variants]:
+        unknown = [n for n in args.only or [] if n not in variants]
+        if unknown:
             p.error(f"--only {' '.join(unknown)}: not among the variants ({', '.join(variants)})")
         args.seeds = args.seeds or [1, 2, 3]
         if args.jobs < 1:
@@ -420,7 +421,8 @@ def main():
     baseline = args.baseline or next(iter(listed))
     if not args.baseline and baseline not in found:
         baseline = None  # e.g. out_dirs named directly: the first row is the baseline
-    if unknown := [n for n in args.only or [] if n not in found]:
+    unknown = [n for n in args.only or [] if n not in found]
+    if unknown:
         p.error(f"--only {' '.join(unknown)}: no finished runs (found: {', '.join(found) or 'none'})")
     if args.only or given:
         found = {n: r for n, r in found.items() if n in {*(args.only or given), baseline}}
