@@ -1,4 +1,4 @@
-"""Benchmark of reward.py, run by hand (not collected by pytest): python tests/bench_reward.py
+"""Benchmark of reward.py, run by hand (not collected by pytest): python tests/bench_reward.py [--against FILE]
 
 Prints completions verified per second on GSM8K-like completions written in the styles models use
 (#### lines, \\boxed, <think>/<answer> tags, chat end tokens, Minerva, markdown, self-corrections), the
@@ -6,10 +6,16 @@ time of one reward() call (and one extract_answer(..., last_number=True) call) o
 and the time sample.py's maj@k takes for one problem of n samples.
 Targets: over 20,000 completions/s typical, under 100 ms for any 1 MB input, on one CPU core (the
 verifier is pure Python, so it uses one core).
+--against FILE (another version's reward.py, e.g. `git show REV:reward.py > /tmp/old_reward.py`) times the typical
+completions per CPU-second instead, this reward.py and FILE's in turn, PAIRS times, and prints both medians and their
+ratio: CPU time, and turns, so that another job on the machine slows both alike.
 """
 
+import argparse
+import importlib.util
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -105,7 +111,47 @@ def hostile_inputs():
     }
 
 
+PAIRS = 10
+
+
+def per_cpu_second(fn, cases, seconds=2.0):
+    """Typical completions that fn(completion, gold) verifies per CPU-second (warmed up first)."""
+    for completion, gold in cases:
+        fn(completion, gold)
+    n, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
+        for completion, gold in cases:
+            fn(completion, gold)
+        n += len(cases)
+    return n / (time.process_time() - t0)
+
+
+def against(path):
+    """This reward.py and the one at `path`, in turn, PAIRS times: medians of completions per CPU-second."""
+    spec = importlib.util.spec_from_file_location("other_reward", path)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    cases = typical_completions()
+    this_rates = []
+    other_rates = []
+    for _ in range(PAIRS):
+        other_rates.append(per_cpu_second(other.reward, cases))
+        this_rates.append(per_cpu_second(reward, cases))
+    this_median = statistics.median(this_rates)
+    other_median = statistics.median(other_rates)
+    print(f"typical completions per CPU-second, {PAIRS} turns each, medians:")
+    print(
+        f"  {path}: {other_median:,.0f}   this reward.py: {this_median:,.0f}   ratio {this_median / other_median:.3f}"
+    )
+
+
 def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--against", help="another reward.py, timed in turn with this one")
+    args = p.parse_args()
+    if args.against:
+        against(args.against)
+        return
     cases = typical_completions()
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < 2.0:
