@@ -56,7 +56,7 @@ p = checkpoint.parser(__doc__.split("\n")[0])  # flags named whole; a bad one en
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
 unit = bounded(float, 0, 1)
-rate = bounded(float, 0, 1e30, above=True)  # a huge one diverges: the skipped path
+rate = bounded(float, 0, 1e30, above=True)  # far too large is allowed: the run diverges, skips, stops in one line
 # GRPO
 arg("--G", type=bounded(int, 2, 1024), default=8, help="completions per prompt (group size)")
 arg("--beta", type=bounded(float, 0, 100), default=0.04, help="KL coefficient β; 0: no π_ref")
