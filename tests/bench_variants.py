@@ -76,7 +76,8 @@ VARIANTS = {  # name: the train.py flags it adds to the setting
     "mu4": "--mu 4",
     "gspo_mu4": "--ratio seq --clip_eps 3e-4 --clip_eps_high 4e-4 --mu 4",  # GSPO with the paper's ε
     "dynamic": "--dynamic 3",  # DAPO's dynamic sampling: dead groups replaced, up to 3 more rounds
-    "cispo_mu4": "--loss cispo --agg dapo --mu 4",  # CISPO (MiniMax-M1): the capped ratio as a weight, token mean
+    "cispo_mu4": "--loss cispo --mu 4",  # CISPO: the capped ratio as a constant weight; at μ = 1 it is GRPO
+    "cispo_dapo_mu4": "--loss cispo --agg dapo --mu 4",  # with MiniMax-M1's normaliser, the step's token count
 }
 ACC_TARGET = 0.2
 BOOT_REPS, BOOT_SEED, LEVEL = 10_000, 0, 0.95
