@@ -60,9 +60,17 @@ def run(*flags, timeout=240, torchrun=0):
 
 
 def start(*flags):
-    """train.py started in a process of its own, its stdout read line by line as it runs."""
+    """train.py started in a process of its own, its stdout read line by line as it runs, and Ctrl-C reaching it as
+    at a terminal even where the suite itself runs in the background (whose shell ignores SIGINT for it)."""
     cmd = [sys.executable, os.path.join(ROOT, "train.py"), *flags]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def here(*flags):
