@@ -307,34 +307,39 @@ def restore_training(ckpt, path, optimizer, ref, task_key):
 
 
 def _check_run_file(path):
-    """LoadError unless `path` (a run file: RUN_FILES) is absent (or a link to nothing yet) or nanogrpo's: a
-    checkpoint of ours, a log of JSON records. Read lightly (no digest): a big checkpoint is only mapped."""
-    if not os.path.exists(path):
+    """LoadError unless `path` (one of RUN_FILES) is absent or a regular file nanogrpo wrote: a checkpoint with our
+    keys (read without its digest; a zip-format one is only mapped), or a log whose first record is ours (or empty: a
+    run stopped before its first). A link is refused too: a run would write what it points to, past out_dir's lock."""
+    if not os.path.lexists(path):
         return
-    why = None if os.path.isfile(path) else "not a file (a folder or a device)"
-    if why is None and path.endswith(".jsonl"):
+    why = None
+    if os.path.islink(path):
+        why = "a link"
+    elif not os.path.isfile(path):
+        why = "not a file"
+    elif path.endswith(".jsonl"):
         with open(path, "rb") as f:
-            first = f.readline()
-        try:
-            record = json.loads(first) if first else {"kind": None}
-        except ValueError:
-            record = None
-        why = None if isinstance(record, dict) and "kind" in record else "not a log of nanogrpo's records"
-    elif why is None and os.path.getsize(path) > 0:
+            head = f.read(20)
+        if head and not head.startswith((b'{"kind": "train"', b'{"kind": "eval"', b'{"kind": "skipped"')):
+            why = "not a log of nanogrpo's records"
+    else:
         try:
             ckpt = _torch_load(path, mmap=True)
-        except LoadError:
+        except LoadError:  # an empty file too: nanogrpo writes none
             ckpt = None
-        why = None if isinstance(ckpt, dict) and all(k in ckpt for k in CKPT_KEYS) else "not a nanogrpo checkpoint"
+        if not (isinstance(ckpt, dict) and all(k in ckpt for k in CKPT_KEYS)):
+            why = "not a nanogrpo checkpoint"
     if why:
-        raise LoadError(f"{path} is {why}: nanogrpo would replace it; move it away or pick another --out_dir")
+        raise LoadError(
+            f"{path} is {why}: nanogrpo writes its run files under these names; move it or pick another --out_dir"
+        )
 
 
 class RunDir:
     """The out_dir of one run: ckpt.pt, warmstart.pt (the cached warm start), metrics.jsonl, and run.lock, an OS lock
     its writer (rank 0) holds until its process ends. A fresh run removes an old ckpt.pt, never to resume it, and
-    starts the log afresh; so a run file that nanogrpo did not write (another project's ckpt.pt, a link to a folder)
-    is refused in one line, never removed. A link to a run file of nanogrpo's stays a link: its target is written."""
+    starts the log afresh; so a run file that nanogrpo did not write (another project's ckpt.pt, a folder, a link) is
+    refused in one line, never removed."""
 
     def __init__(self, path, resume, writer=True):
         self.path = path
@@ -353,12 +358,15 @@ class RunDir:
                 fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
-        for path in (self.warm, self.metrics, *([] if resume else [self.ckpt])):  # resume checks its ckpt.pt itself
-            _check_run_file(path)
+        written = (
+            (self.ckpt, self.metrics) if resume else (self.ckpt, self.warm, self.metrics)
+        )  # a resume writes no warm start
+        for name in written:
+            _check_run_file(name)
         if not resume and os.path.exists(self.ckpt):
-            os.remove(os.path.realpath(self.ckpt))
-        for path in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
-            hf.remove_stale_temps(os.path.realpath(path), hf.is_regular_file)
+            os.remove(self.ckpt)
+        for name in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
+            hf.remove_stale_temps(name, hf.is_regular_file)
 
     def check_space(self, num_params, ref):
         """OSError unless the disk holds a checkpoint (weights, `ref`, AdamW's moments), its temp copy, a warm start."""

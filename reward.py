@@ -4,28 +4,29 @@ reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) j
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
 extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
- 0. First invisible characters go and full-width and mathematical digits are plain: "\u2212\u200b3" is -3; "𝟒２" 42.
+ 0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42).
  1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, </s>, ...), not at an opening <|im_start|>(assistant).
  2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`); an
     answer word of LANGUAGES, linked ("the answer is", "**Final answer**", "答案是", "A resposta é") or opening a line
     ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a conclusion word of LANGUAGES (so, donc,
-    also hat, 따라서, 所以 even after a space or display math: "$$ ... $$ Therefore") or states "the <quantity> is N" or
-    "..., but I get N", with one value after that (or an equation's last side) or "no cookies left"; with no mark, the
-    last sentence of one value ("It sells 42 loaves a day."). Up to 3 sentences after it pass if they hold no value
+    also hat, 따라서; 所以 even after a space; any after display math: "$$ ... $$ Therefore") or states "the <quantity> is N"
+    or "..., but I get N", with one value after that (or an equation's last side) or "no cookies left"; with no mark,
+    the last sentence of one value ("It sells 42 loaves a day."). Up to 3 sentences after it pass if they hold no value
     ("Note: shut on Sundays.") or are courtesies or checks holding its value ("I hope so.", "Check: 42 - 7 = 35 ✓").
- 5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose,
-    would have, then ... would, for example, says, expected answer, reward) unless after "but I"; an opening method
-    ("If we add them up,") is none without were, would, could, might or had. A Q: line after the first cuts the rest.
+ 5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose, would
+    have, then ... would, for example, says, expected answer) unless after "but I"; an opening method ("If we add them
+    up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
  6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
     them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if it ends its line. A tag, phrase or sentence of one value and no operator is that value, less a check ("105
-    apples (35 + 70 = 105)"), a restatement in other units ("2 hr 40 min (160 min)": 160) and later numbers tied to
-    another quantity ("120 liters after 3 hours"); number words count with no digit ("nine marbles"), as does a closing
-    ordinal ("finished 7th"). Two values are no answer ("$18 a day, which is $126 a week."; after a phrase, the first).
+    line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value, less a check
+    in parentheses that gives it ("105 apples (35 + 70 = 105)") and later numbers tied to another quantity ("120 L after
+    3 hours"); a restatement in other units checked equal is the value ("2 hr 40 min (160 min)": 160); number words
+    count with no digit ("nine marbles"), as does a closing ordinal ("7th"). Two values are no answer ("$18 a day, which
+    is $126 a week."; after a phrase, the first).
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
     "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
     could also work)"); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!

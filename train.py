@@ -56,7 +56,7 @@ p = checkpoint.parser(__doc__.split("\n")[0])  # flags named whole; a bad one en
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
 unit = bounded(float, 0, 1)
-rate = bounded(float, 0, 1e30, above=True)  # far too large is allowed: the run diverges, skips, stops in one line
+rate = bounded(float, 0, 1, above=True)
 # GRPO
 arg("--G", type=bounded(int, 2, 1024), default=8, help="completions per prompt (group size)")
 arg("--beta", type=bounded(float, 0, 100), default=0.04, help="KL coefficient β; 0: no π_ref")
@@ -70,7 +70,7 @@ arg("--clip_eps_high", type=bounded(float, 0, 10, True), help="ε_high; None: ε
 arg("--mu", type=bounded(int, 1, 100), default=1, help="updates per rollout (μ)")
 arg("--dynamic", type=bounded(int, 0, 100), default=0, help="rounds replacing dead groups (DAPO)")
 arg("--tis", type=bounded(float, 0, 1e6), default=0, help="sampler-gap weights' cap; 0: off (grpo.py)")
-arg("--lr", type=rate, default=1e-4 if CUDA else 2e-4, help="AdamW's")
+arg("--lr", type=bounded(float, 0, 1e30, True), default=1e-4 if CUDA else 2e-4, help="AdamW's; far too large diverges")
 # rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: all")

@@ -14,6 +14,7 @@ ratio: CPU time, and turns, so that another job on the machine slows both alike.
 import argparse
 import importlib.util
 import json
+import os
 import random
 import statistics
 import sys
@@ -118,7 +119,8 @@ def per_cpu_second(fn, cases, seconds=2.0):
     """Typical completions that fn(completion, gold) verifies per CPU-second (warmed up first)."""
     for completion, gold in cases:
         fn(completion, gold)
-    n, t0 = 0, time.process_time()
+    n = 0
+    t0 = time.process_time()
     while time.process_time() - t0 < seconds:
         for completion, gold in cases:
             fn(completion, gold)
@@ -149,11 +151,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--against", help="another reward.py, timed in turn with this one")
     args = p.parse_args()
+    if args.against and not os.path.isfile(args.against):
+        sys.exit(f"error: --against {args.against}: no such file; give another version's reward.py")
     if args.against:
         against(args.against)
         return
     cases = typical_completions()
-    n, t0 = 0, time.perf_counter()
+    n = 0
+    t0 = time.perf_counter()
     while time.perf_counter() - t0 < 2.0:
         for completion, gold in cases:
             reward(completion, gold)
