@@ -10,9 +10,10 @@ A run's out_dir (RunDir) also holds the run's end: its lock, its log, a Ctrl-C, 
 the command lines' plumbing (train.py's, sample.py's, the export's): flag types and checks, one-line errors.
 
 A checkpoint is a torch.save'd dict {"model": state_dict, "config": GPTConfig as a dict, "tokenizer": its name,
-"tokenizer_ranks": its BPE ranks (None for "bytes"), "prompt": the template, **the trainer's keys, "digest": a sha256
-of all the rest, so a flipped bit anywhere is refused}, written atomically, read with weights_only=True (no code is
-ever unpickled). Every size read from a file is checked against the tensors present before anything is built.
+"tokenizer_ranks": its BPE ranks (None for "bytes"), "tokenizer_pattern" and "tokenizer_specials" (for a
+tokenizer.json's, "bpe" and "bpe+nfc"), "prompt": the template, **the trainer's keys, "digest": a sha256 of all the
+rest, so a flipped bit anywhere is refused}, written atomically, read with weights_only=True (no code is ever unpickled). Every size read from a file is
+checked against the tensors present before anything is built.
 Departures: the out_dir lock needs POSIX (elsewhere a run does not lock its out_dir).
 """
 
@@ -154,7 +155,7 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
-    ranks = ckpt.get("tokenizer_ranks")  # a BPE's; None for "bytes" and may be for GPT-2 (from its files), not "words"
+    ranks = ckpt.get("tokenizer_ranks")  # a BPE's: None for "bytes", may be for GPT-2 (its files), never for the rest
     if (ranks is not None or ckpt["tokenizer"] in ("words", "bpe", "bpe+nfc")) and not is_byte_bpe(ranks):
         raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
     specials = ckpt.get("tokenizer_specials")
@@ -358,9 +359,7 @@ class RunDir:
                 fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             raise OSError(f"--out_dir {path} is in use by another run; wait for it to end or pick another") from e
-        written = (
-            (self.ckpt, self.metrics) if resume else (self.ckpt, self.warm, self.metrics)
-        )  # a resume writes no warm start
+        written = (self.ckpt, self.metrics) + (() if resume else (self.warm,))  # a resume writes no warm start
         for name in written:
             _check_run_file(name)
         if not resume and os.path.exists(self.ckpt):
@@ -514,11 +513,11 @@ def load_model(path, device="cpu"):
     model.stop_ids(model.config, tokenizer)."""
     files, folder, weight_map = hf.weights_file(os.fspath(path))
     file = files[0]
-    with open(file, "rb") as f:
-        safetensors = file.endswith(".safetensors") or f.read(9)[8:9] == b"{"  # a length, then the JSON header
     if weight_map is not None:  # sharded
         obj = hf.read_shards(files, weight_map)
     else:
+        with open(file, "rb") as f:
+            safetensors = file.endswith(".safetensors") or f.read(9)[8:9] == b"{"  # a length, then the JSON header
         obj = hf.read_safetensors(file) if safetensors else _torch_load(file, mmap=True)
     tensors = isinstance(obj, dict) and obj and all(isinstance(t, torch.Tensor) for t in obj.values())
     if isinstance(obj, dict) and ("model" in obj or "config" in obj):  # a nanogrpo checkpoint

@@ -286,7 +286,7 @@ def grpo_loss(
     pg, clipped_low, clipped_high = LOSSES[loss](rho, adv, logp, low, high)  # (N, T) min(ρA, clip(ρ)A), or CISPO's
     w = 1.0 if weight is None else _masked(weight, mask).to(logp.dtype)  # (N, T) TIS's weights, else 1
     pg = torch.where(mask, pg * w, zero)  # (N, T) 0 after the first EOS, whatever the policy term holds there
-    kl_tok = zero if ref_logp is None else kl_penalty(logp, _masked(ref_logp, mask), kl)  # (N, T) D_it; 0 at β = 0
+    kl_tok = zero if ref_logp is None else kl_penalty(logp, _masked(ref_logp, mask), kl)  # (N, T) D_it; 0 without π_ref
 
     pg_loss = -AGGS[agg](pg, mask, **totals)  # -1/G Σ_i 1/|o_i| Σ_t min(ρA, clip(ρ)A); --agg
     kl_loss = beta * AGGS[agg](kl_tok, mask, **totals)  # β·1/G Σ_i 1/|o_i| Σ_t D_it (0 where masked: log r = 0)

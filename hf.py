@@ -99,7 +99,7 @@ def gpt2_from_vocab_json(path):
 
 SAFETENSORS_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, BOOL=torch.bool)
 SAFETENSORS_DTYPES |= dict(I64=torch.int64, I32=torch.int32, I16=torch.int16, I8=torch.int8, U8=torch.uint8)
-WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # a GPT-2 folder's weights, beside config.json and vocab.json
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # a Hugging Face folder's weights, beside config.json
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
 # the settings of a Hugging Face config.json that this model can honour: the values allowed
 GPT2_FIXED = {"model_type": ("gpt2",), "activation_function": ("gelu_new", "gelu_pytorch_tanh")}
@@ -120,7 +120,7 @@ def bpe_ranks(enc):
 def check_file(path):
     """The file exists and is not empty, else LoadError."""
     if not os.path.exists(path):
-        raise LoadError(f"{path}: no such file or folder; give a checkpoint, or GPT-2's weights file or folder")
+        raise LoadError(f"{path}: no such file or folder; give a checkpoint, or a Hugging Face weights file or folder")
     if os.path.isfile(path) and os.path.getsize(path) == 0:
         raise LoadError(f"{path} is empty (0 bytes): it was cut short or never written; save or download it again")
 
@@ -261,7 +261,7 @@ def meta_model(config, path):
 
 def check_memory(config, device, path):
     """LoadError unless `device` can hold the float32 weights of GPT(config) (model.device_memory; where that is
-    unknown, no check): sizes from a file are checked before anything is allocated. Returns the bytes needed."""
+    unknown, no check): sizes from a file are checked before anything is allocated."""
     need = 4 * meta_model(config, path).num_params()
     have = device_memory(device)
     if have is not None and need > have:
@@ -269,7 +269,6 @@ def check_memory(config, device, path):
             f"{path}: its weights need {need / 2**30:.1f} GiB, {device} has {have / 2**30:.1f} GiB: use a device with "
             "more memory, or a smaller model"
         )
-    return need
 
 
 def weights_file(path):
@@ -292,7 +291,9 @@ def weights_file(path):
         return [os.path.join(path, f) for f in shards], path, weight_map
     if os.path.isfile(os.path.join(path, "pytorch_model.bin.index.json")):
         raise LoadError(f"{path} holds sharded pytorch_model-*.bin files, not read here; use its .safetensors files")
-    raise LoadError(f"{path} is a folder without {' or '.join(WEIGHTS)}; download one (with config.json, vocab.json)")
+    raise LoadError(
+        f"{path} is a folder without {' or '.join(WEIGHTS)}; download one (with config.json and its tokenizer files)"
+    )
 
 
 def read_shards(files, weight_map):

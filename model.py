@@ -13,7 +13,7 @@ side below, one residual stream x ← x + attn(norm(x)); x ← x + mlp(norm(x)):
   grouped-query attention (H_kv ≤ H heads of keys and values, each shared by H/H_kv queries; the cache keeps H_kv);
   the SwiGLU MLP down(silu(gate(x)) · up(x)); options: q/k/v biases (Qwen2), an RMSNorm of each head's q and k
   (Qwen3, with its own head width D), an untied lm_head. Names follow Hugging Face's inside attn and mlp.
-hf.py reads and writes Hugging Face's files of both; checkpoint.load_model is the entry point.
+hf.py reads Hugging Face's files of both and writes GPT-2's; checkpoint.load_model is the entry point.
 
 Shape letters used in this repository (named once, here):
     B  prompts in a batch          G  completions per prompt (rows are N = B*G)
@@ -310,8 +310,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):  # w · x / sqrt(mean(x²) + ε), the division in float32
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        x32 = x.float()  # (..., C)
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C)
         return self.weight * x32.to(x.dtype)
 
 
@@ -367,8 +367,9 @@ class LlamaAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (N, H_kv, S, D): the cache keeps H_kv heads
         group = self.n_head // self.n_kv_head  # queries per key/value head
-        k = k.repeat_interleave(group, dim=1)  # (N, H, S, D)
-        v = v.repeat_interleave(group, dim=1)
+        if group > 1:  # GQA: each key/value head serves `group` query heads (1: nothing to copy)
+            k = k.repeat_interleave(group, dim=1)  # (N, H, S, D)
+            v = v.repeat_interleave(group, dim=1)  # (N, H, S, D)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (N, H, L, D), softmax(q·k / sqrt(D)) v
         return self.o_proj(y.transpose(1, 2).reshape(N, L, -1))
 
@@ -518,7 +519,7 @@ class GPT(nn.Module):
         else:
             angles = pos[..., None].float() * self.inv_freq  # (N, L, D/2) pos·ω_j, in float32
             angles = torch.cat((angles, angles), dim=-1)[:, None]  # (N, 1, L, D)
-            rope = (angles.cos(), angles.sin())
+            rope = (angles.cos(), angles.sin())  # (N, 1, L, D) each
         for i, block in enumerate(self.transformer.h):
             x = block(x, attn_mask, rope, cache, i)
         return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)

@@ -135,8 +135,9 @@ def completions_text(rollout, enc):
     """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id past the
     tokenizer (a row of an embedding padded past it, as Qwen's) decodes to nothing."""
     texts = []
+    V = enc.n_vocab  # a property: read once, not per token
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
-        known = [i for i in ids[: n if trunc else n - 1] if i < enc.n_vocab]
+        known = [i for i in ids[: n if trunc else n - 1] if i < V]
         texts.append(enc.decode(known, errors="replace"))
     return texts
 
@@ -469,11 +470,11 @@ def evaluate(
     samples are)."""
     greedy = []  # one greedy answer per problem
     samples = []  # G sampled answers per problem
+    options = dict(eos_id=eos_id, decode=decode)
     for i in range(0, len(prompts), batch):
         chunk = prompts[i : i + batch]
-        ends = dict(eos_id=eos_id, decode=decode)
-        greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, **ends), enc)
-        roll = generate(model, chunk, G, max_new_tokens, temperature, generator=generator, **ends)
+        greedy += completions_text(generate(model, chunk, 1, max_new_tokens, 0, **options), enc)
+        roll = generate(model, chunk, G, max_new_tokens, temperature, generator=generator, **options)
         samples += completions_text(roll, enc)
     greedy_right = torch.tensor([judge.verdict(pb, o) for pb, o in zip(problems, greedy)], dtype=torch.bool)  # (n,)
     acc = greedy_right.float().mean().item()

@@ -84,7 +84,7 @@ class Task:
 
     def reward(self, problems, completions, *, format_bonus=0.0):
         """The reward of each completion, float32 (N,): problems one per completion, or one per group (expand)."""
-        return reward.rewards(completions, [pb.gold for pb in expand(problems, completions)], format_bonus=format_bonus)
+        return reward.rewards(completions, [pb.gold for pb in problems], format_bonus=format_bonus)  # it expands them
 
     def verdicts(self, problems, completions):
         """verdict() of each completion, bool (N,): problems one per completion, or one per group (expand)."""
