@@ -29,6 +29,8 @@ lengths, dead groups): the notes at the end of this file. Shapes (letters in mod
 length, V vocabulary.
 """
 
+from contextlib import nullcontext
+
 import torch
 
 K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp
@@ -73,6 +75,19 @@ def completion_entropy(logits, P, temperature=1.0):
     z = logits[:, P - 1 : -1].to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (N, T, V)
     logp = torch.log_softmax(z, dim=-1)  # (N, T, V)
     return -(logp.exp() * logp).sum(dim=-1)  # (N, T)
+
+
+def score(net, tokens, mask, P, temperature, autocast=nullcontext(), with_entropy=False):
+    """log π(o_t) (N, T) of the completions tokens[:, P:] under `net` at `temperature`: the forward rerun on the
+    sampled tokens (N, P+T) and their mask, as the sampler ran it, then the one shift (completion_logprobs); with
+    with_entropy, also the entropy (N, T) from the same logits. `autocast` wraps the forward. train.py scores π_θ,
+    π_old and π_ref this way, and the teacher's tokens in the warm start."""
+    with autocast:
+        logits = net(tokens, mask)  # (N, P+T, V)
+    logp = completion_logprobs(logits, tokens, P, temperature)  # (N, T)
+    if with_entropy:
+        return logp, completion_entropy(logits, P, temperature)  # (N, T), (N, T)
+    return logp
 
 
 # ----------------------------------------------------------------------------- KL

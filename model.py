@@ -13,7 +13,8 @@ side below, one residual stream x ← x + attn(norm(x)); x ← x + mlp(norm(x)):
   grouped-query attention (H_kv ≤ H heads of keys and values, each shared by H/H_kv queries; the cache keeps H_kv);
   the SwiGLU MLP down(silu(gate(x)) · up(x)); options: q/k/v biases (Qwen2), an RMSNorm of each head's q and k
   (Qwen3, with its own head width D), an untied lm_head. Names follow Hugging Face's inside attn and mlp.
-hf.py reads Hugging Face's files of both and writes GPT-2's; checkpoint.load_model is the entry point.
+plumbing/hf.py reads Hugging Face's folders of both into it; plumbing/checkpoint.load_model is the entry point.
+Text becomes token ids in plumbing/tokenizer.py: this file sees ids only.
 
 Shape letters used in this repository (named once, here):
     B  prompts in a batch          G  completions per prompt (rows are N = B*G)
@@ -33,124 +34,16 @@ what the device has), so that train.py refuses sizes that cannot fit before any 
 
 Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a small model trained from scratch by default (train.py's warm start), or GPT-2's weights;
-- no dropout: RL needs the sampler and the trainer to see the same function;
-- a from-scratch model's tokenizer is built in code, offline (byte_tokenizer): the 256 bytes, the task's words
-  (train.py), <|endoftext|>. Digits stay one byte each, which suits arithmetic; a word is one token, so a built-in
-  prompt is 22-27 tokens instead of 53-73 bytes and a padded warm-start row 47 tokens instead of 96 on average:
-  half the work per problem. GPT-2's BPE ("gpt2") is built by hf.get_tokenizer from the same bpe_encoding.
+- no dropout: RL needs the sampler and the trainer to see the same function.
 """
 
 import math
 import os
-import re
-import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 
-import tiktoken
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-# ----------------------------------------------------------------------------- tokenizer
-
-PROMPT = "Q: {question}\nA: "  # the default prompt template (the built-in task's); checkpoints store theirs
-# train.py and sample.py --prompt NAME: each instruct family's chat format for one user turn, ready for the answer, as
-# its chat template renders it with add_generation_prompt (Llama-3.1's system block with the dates is left out)
-TEMPLATES = {
-    "plain": PROMPT,
-    "qwen2.5": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
-    "qwen3": "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",  # thinking left on
-    "llama3": "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{question}<|eot_id|>"
-    "<|start_header_id|>assistant<|end_header_id|>\n\n",
-    "smollm2": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
-}
-# GPT-2's pre-tokenizer regex (tiktoken's "gpt2" uses an equivalent, faster spelling of it)
-GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-
-def is_byte_bpe(ranks):
-    """Whether `ranks` are a byte-level BPE's {token bytes: id}: ids 0..n-1 once each, each of the 256 bytes a token."""
-    typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
-    return typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
-
-
-def bpe_encoding(name, ranks):
-    """A tiktoken.Encoding from BPE ranks {token bytes: id}, GPT-2's split pattern, <|endoftext|> the next id."""
-    return tiktoken.Encoding(
-        name=name, pat_str=GPT2_PAT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": len(ranks)}
-    )
-
-
-MAX_WORD_BYTES = 64  # a longer word of the data stays in shorter tokens: its prefixes cost its length squared
-MAX_WORDS = 4096  # byte_tokenizer's words, at most: each adds up to MAX_WORD_BYTES - 1 tokens
-
-
-def byte_tokenizer(words=()):
-    """The tokenizer of a model trained from scratch, offline: the 256 byte tokens, then each of `words` (bytes) and
-    its prefixes, then <|endoftext|>. No words: "bytes", EOS id 256. With words: "words". BPE merges two adjacent
-    pieces at a time; any two leading pieces of a word join into a prefix, which is a token, so a word that GPT-2's
-    pattern splits off whole (" stamps" in "7 stamps,") always ends as one token. Digits stay one byte each.
-    At most MAX_WORDS words of at most MAX_WORD_BYTES bytes each (ValueError), so the vocabulary stays small."""
-    words = list(words)
-    if len(words) > MAX_WORDS or any(len(word) > MAX_WORD_BYTES for word in words):
-        raise ValueError(f"byte_tokenizer takes at most {MAX_WORDS} words of at most {MAX_WORD_BYTES} bytes each")
-    ranks = {bytes([i]): i for i in range(256)}
-    for prefix in (word[:k] for word in words for k in range(2, len(word) + 1)):
-        ranks.setdefault(prefix, len(ranks))
-    return bpe_encoding("words" if len(ranks) > 256 else "bytes", ranks)
-
-
-def frequent_words(texts, n=256):
-    """The n most frequent words of `texts`, sorted, as UTF-8 bytes: runs of letters or of symbols ("####"), with the
-    space before them if any (as GPT-2's pattern splits them), of 2 to MAX_WORD_BYTES bytes; none holds a digit or a
-    lone surrogate (a character UTF-8 cannot encode, which JSON's \\ud800 can make). n is at most MAX_WORDS."""
-    n = min(n, MAX_WORDS)
-    found = (w for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w\ud800-\udfff]+", text))
-    counts = Counter(w.encode() for w in found if len(w) <= MAX_WORD_BYTES)  # characters first: no long word encoded
-    return sorted(sorted((w for w in counts if 1 < len(w) <= MAX_WORD_BYTES), key=lambda w: (-counts[w], w))[:n])
-
-
-def stop_ids(config, enc, template=""):
-    """The ids that end a completion: the config's (a Hugging Face folder's generation_config.json), else the
-    tokenizer's <|endoftext|>. The first is EOS, which pads and which the warm start writes after a solution: the one
-    that closes a turn in `template` (<|im_end|>, <|eot_id|>) if any. Llama-3 has no <|endoftext|>: nothing assumes
-    it; its folder names <|end_of_text|>, <|eom_id|> and <|eot_id|>."""
-    if config.stop_ids:
-        ids = list(config.stop_ids)
-        names = {enc.encode_single_token(s): s for s in enc.special_tokens_set}  # {id: text} of the specials
-        closes = [i for i in ids if i in names and names[i] in template]
-        return closes[:1] + [i for i in ids if i not in closes[:1]]
-    if "<|endoftext|>" not in enc.special_tokens_set:
-        raise ValueError(f"tokenizer {enc.name!r} has no <|endoftext|> and the model names no stop ids")
-    return [enc.eot_token]
-
-
-def encode_prompt(enc, template, question):
-    """Token ids of `template` with `question` in place of {question}. The template's own special tokens (a chat
-    format's <|im_start|>, <|eot_id|>) are specials; everything else, the question included, is plain text, so a
-    question holding "<|im_end|>" stays text. Runs of text between the template's specials are encoded whole (as
-    Hugging Face's tokenizers encode the text between added tokens): a template without specials is one run."""
-    before, _, after = template.partition("{question}")
-    specials = sorted((s for s in enc.special_tokens_set if s in template), key=len, reverse=True)
-    split = "(" + "|".join(map(re.escape, specials)) + ")" if specials else "(?!)"  # (?!): never, nothing to split
-    head = re.split(split, before)  # text, special, text, ..., text: specials at the odd places
-    tail = re.split(split, after)
-    pieces = head[:-1] + [head[-1] + question + tail[0]] + tail[1:]  # the question joins the text around it
-    ids = []
-    for i, piece in enumerate(pieces):
-        ids += [enc.encode_single_token(piece)] if i % 2 else encode_text(enc, piece)
-    return ids
-
-
-def encode_text(enc, text):
-    """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
-    tokenizer.json asks for it (Encoding "bpe+nfc", hf.tokenizer_from_json)."""
-    if enc.name == "bpe+nfc":
-        text = unicodedata.normalize("NFC", text)
-    return enc.encode(text, disallowed_special=())
 
 
 def left_pad(seqs, pad_id):
@@ -242,7 +135,7 @@ class KVCache:
 @dataclass
 class GPTConfig:
     block_size: int = 256  # longest sequence (positions) the model can see
-    vocab_size: int = 257  # 256 bytes + <|endoftext|> (more with words: byte_tokenizer); 50257 for gpt2
+    vocab_size: int = 257  # 256 bytes + <|endoftext|> (more with words: plumbing/tokenizer.py); 50257 for gpt2
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 256

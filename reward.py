@@ -1,5 +1,5 @@
 """
-reward.py: the verifier that the number tasks (task.py's arithmetic and gsm8k) judge with and pay the reward with:
+reward.py: the verifier that the number tasks (tasks/: arithmetic and gsm8k) judge with and pay the reward with:
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 

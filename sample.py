@@ -10,7 +10,7 @@ A Rollout holds the rows (its fields say what each tensor holds; shape letters a
 `mask` is what the trainer passes to model() to rerun the same forward. True after EOS is safe: attention is
 causal, so those columns never change an earlier position's logits, and completion_mask keeps them out of the
 loss. Rollout.select, join and micro_batches pick, join and split rows (DAPO's dynamic sampling needs the first two);
-Rollout.score reruns a net's forward on them for the log-probs of the sampled tokens (π_θ, π_old, π_ref).
+grpo.score reruns a net's forward on them for the log-probs of the sampled tokens (π_θ, π_old, π_ref).
 
 Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
 - a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
@@ -32,7 +32,7 @@ float32: under bf16 autocast, rounding differs more and a rare token may too):
 
 Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages over all
 k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and sampled_metrics()
-take a judge, the run's task (task.py) or any object with its two methods verdict(problem, completion) -> bool and
+take a judge, the run's task (tasks/) or any object with its two methods verdict(problem, completion) -> bool and
 answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives
 pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like.
 DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than
@@ -40,14 +40,12 @@ adding new ones. The command line (the file's end) talks to a checkpoint."""
 
 import math
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
 
-import grpo
 from model import best_device, left_pad
 
 DECODERS = ("plain", "static", "graph")
@@ -78,18 +76,6 @@ class Rollout:
         N = len(self.tokens)
         size = size or max(N, 1)
         return [slice(i, min(i + size, N)) for i in range(0, N, size)]
-
-    def score(self, net, rows, temperature, autocast=nullcontext(), with_entropy=False):
-        """log π(o_t) (n, T) of the completion tokens of `rows` under `net` at `temperature`, by rerunning the forward
-        on the rows' tokens and mask (the one shift: grpo.completion_logprobs); with_entropy, also the entropy (n, T)
-        of each position's distribution, from the same logits (grpo.completion_entropy). `autocast` wraps the
-        forward. train.py scores π_θ, π_old and π_ref this way, and the teacher's tokens in the warm start."""
-        with autocast:
-            logits = net(self.tokens[rows], self.mask[rows])  # (n, P+T, V)
-        logp = grpo.completion_logprobs(logits, self.tokens[rows], self.prompt_len, temperature)  # (n, T)
-        if with_entropy:
-            return logp, grpo.completion_entropy(logits, self.prompt_len, temperature)  # (n, T), (n, T)
-        return logp
 
     def select(self, rows):
         """The rows that `rows` picks, an (n,) long index or an (N,) bool mask, as a Rollout of n rows with the
@@ -225,8 +211,8 @@ def generate(
 
     temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
     all); eos_id ends a completion and pads the prompts, or a list of ids does, each ending one, the first padding
-    (a chat model's: model.stop_ids); generator (a seeded torch.Generator on the model's device) makes the rollout
-    reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring). The caller
+    (a chat model's: plumbing/tokenizer.stop_ids); generator (a seeded torch.Generator on the model's device) makes
+    the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring). The caller
     may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
@@ -487,9 +473,9 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     import argparse
     import sys
 
-    import task as tasks
-    from checkpoint import LoadError, load_checkpoint, load_model
-    from model import TEMPLATES, encode_prompt, stop_ids
+    import tasks
+    from plumbing.checkpoint import LoadError, load_checkpoint, load_model
+    from plumbing.tokenizer import TEMPLATES, encode_prompt, stop_ids
 
     about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
     p = argparse.ArgumentParser(description=about, allow_abbrev=False)  # --temp is not --temperature

@@ -4,9 +4,9 @@
     torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
 
 One GRPO step (Shao et al. 2024), the loop at the end:
-    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, task.py
+    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, tasks/
     3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group      advantage.py
-    4.   log π_ref of the sampled tokens, once, without grad           Rollout.score (sample.py)
+    4.   log π_ref of the sampled tokens, once, without grad           score(): grpo.score
     5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward, not the
@@ -29,30 +29,19 @@ import torch
 import torch.distributed as dist
 
 import advantage
-import checkpoint
 import grpo
 import reward
 import sample
-import task as tasks
-from checkpoint import bounded, die
-from model import (
-    GPT,
-    PROMPT,
-    TEMPLATES,
-    GPTConfig,
-    best_device,
-    bf16_supported,
-    byte_tokenizer,
-    encode_prompt,
-    encode_text,
-    frequent_words,
-    stop_ids,
-)
+import tasks
+from model import GPT, GPTConfig, best_device, bf16_supported
+from plumbing import checkpoint, cli
+from plumbing.cli import bounded, die
+from plumbing.tokenizer import PROMPT, TEMPLATES, byte_tokenizer, encode_prompt, encode_text, frequent_words, stop_ids
 
 # ---------------- config. PLUMBING: a learner may skip it; try not to modify it
 CUDA = torch.cuda.is_available()  # the sizes follow it
-sys.excepthook = checkpoint.excepthook(tasks.DataError)  # a user's error ends in one line
-p = checkpoint.parser(__doc__.split("\n")[0])  # flags named whole; a bad one ends in one line
+sys.excepthook = cli.excepthook(tasks.DataError)  # a user's error ends in one line
+p = cli.parser(__doc__.split("\n")[0])  # flags named whole; a bad one ends in one line
 arg = p.add_argument
 count = bounded(int, 1, 10**6)
 unit = bounded(float, 0, 1)
@@ -76,7 +65,7 @@ arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per
 arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: all")
 arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="T, at most")
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="τ")
-arg("--reward", default="verifier", choices=tuple(tasks.REWARDS), help="task.py")
+arg("--reward", default="verifier", choices=tuple(tasks.REWARDS), help="tasks/")
 arg("--format_bonus", type=bounded(float, 0, reward.MAX_FORMAT_BONUS), default=0.0, help="for a well-formed answer")
 arg("--overlong", type=bounded(int, 0, 10**5), default=0, help="DAPO's length penalty's last N tokens; 0: off")
 arg("--steps", type=bounded(int, 0, 10**8), default=300 if CUDA else 120, help="GRPO's")
@@ -125,7 +114,7 @@ if args.sft_lr is None:  # from a file: a gentle one
     if scratch:
         args.sft_lr = 2e-3 if CUDA else 3e-3
 device = best_device() if args.device == "auto" else args.device
-checkpoint.check_flags(args, device, world)  # what the flags' own bounds cannot see
+cli.check_flags(args, device, world)  # what the flags' own bounds cannot see
 B = args.batch_prompts // world  # this rank's prompts per step
 
 # ---------------- setup: devices, ranks, autocast. PLUMBING: a learner may skip it; try not to modify it
@@ -145,6 +134,10 @@ def all_sum(t):  # t summed over the ranks, in place
     return t
 
 
+def score(net, roll, rows, temperature, with_entropy=False):  # log π (n, T) of the rows' completions; H (n, T)
+    return grpo.score(net, roll.tokens[rows], roll.mask[rows], roll.prompt_len, temperature, autocast, with_entropy)
+
+
 # ---------------- task and model
 task = tasks.TASKS[args.task](args)  # held-out problems; a sampler of the others
 if scratch:  # tokens: bytes and the task's words
@@ -154,7 +147,7 @@ if scratch:  # tokens: bytes and the task's words
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
 else:  # a checkpoint or a Hugging Face folder, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
-    vars(args).update(checkpoint.shape(model))
+    vars(args).update(cli.shape(model))
 prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt  # --prompt: a family's chat format, or your own
 if "{question}" not in prompt:
     die(f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor a template holding {{question}}")
@@ -195,7 +188,7 @@ def warm_start(key):  # supervised fine-tuning on the teacher's solutions
         num_tokens = roll.completion_mask.sum()  # the step's, not a micro-batch's
         opt.zero_grad(set_to_none=True)
         for rows in roll.micro_batches(args.micro_batch):
-            nll = -roll.score(fwd, rows, 1.0, autocast)[roll.completion_mask[rows]].sum() / num_tokens
+            nll = -score(fwd, roll, rows, 1.0)[roll.completion_mask[rows]].sum() / num_tokens
             nll.backward()
         if torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):  # no NaN reaches the weights
             opt.step()
@@ -319,7 +312,7 @@ while step < args.steps and not stopping:
     stop_if_diverged(roll, step)
     micro = roll.micro_batches(args.micro_batch)  # --micro_batch rows at a time
     with torch.no_grad():  # 4. π_ref's log-probs, once per rollout
-        ref_logp = None if ref is None else torch.cat([roll.score(ref, r, args.temperature, autocast) for r in micro])
+        ref_logp = None if ref is None else torch.cat([score(ref, roll, r, args.temperature) for r in micro])
     old_logp = torch.zeros_like(roll.logprobs)  # (N, T)
     entropy = torch.zeros((), device=device)  # Σ over the sampled tokens
     for inner in range(args.mu):  # 5. μ updates; the first one's forward is π_old's (so at μ = 1, ρ ≡ 1)
@@ -327,7 +320,7 @@ while step < args.steps and not stopping:
         stats = {}  # this update's: each micro-batch's are its share of the step
         for rows in micro:
             mask = roll.completion_mask[rows]  # (n, T) True up to and including the first EOS
-            logp, H = roll.score(fwd, rows, args.temperature, autocast, with_entropy=True)  # (n, T), (n, T)
+            logp, H = score(fwd, roll, rows, args.temperature, with_entropy=True)  # (n, T), (n, T)
             if inner == 0:  # the weights are still π_old's
                 old_logp[rows] = logp.detach()
                 entropy += H[mask].sum()

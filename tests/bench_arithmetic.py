@@ -3,19 +3,18 @@
     python tests/bench_arithmetic.py out/warmstart.pt out/ckpt.pt       # any nanogrpo checkpoints
     python tests/bench_arithmetic.py out/ckpt.pt --seed 1 --G 4         # the held-out problems of --seed 1
 
-On the built-in task (task.make_problem) a solution is one line `a+b=c` or `a-b=c` per operation, then `#### n`. The
-verifier pays the final answer only, so it cannot say why an answer is wrong; this script reads every equation line of
-G samples per held-out problem (the Task that train.py builds for --seed and the task flags) and prints the share
-computed right: all lines, then by line (1: the first operation, on numbers 1-9; 2: the second, on the first's result,
-up to 18; with --difficulty 3 or --verbose the later lines count as 2) and by whether the line crosses 10. What it
-showed (2-core Xeon, G = 4, seed 1337's held-out problems) on the earlier CPU default (--n_embd 128, 1000 warm-start
-steps of 64 rows at 2e-3, 150 GRPO steps): seed 1337's warm start computed 97% of its lines right and ended at 0.98
-greedy, seeds 1 and 2's 91-92% (their second lines 34-89%) and ended near 0.85, and the GRPO steps left that share
-where it was: GRPO mostly unlearned the teacher's wrong final line, not the arithmetic. The next default's warm
-starts (--n_embd 96, 1500 steps of 48 rows at 3e-3, byte tokenizer) computed 96.5%, 95.1% and 97.1% right (seeds
-1337, 1, 2). The current one's (the same, with the task's words as tokens; 2-core AMD EPYC; --seed as trained)
-99.2%, 98.5% and 98.9%.
-"""
+On the built-in task (tasks/arithmetic.py's make_problem) a solution is one line `a+b=c` or `a-b=c` per operation,
+then `#### n`. The verifier pays the final answer only, so it cannot say why an answer is wrong; this script reads
+every equation line of G samples per held-out problem (the Task that train.py builds for --seed and the task flags)
+and prints the share computed right: all lines, then by line (1: the first operation, on numbers 1-9; 2: the second,
+on the first's result, up to 18; with --difficulty 3 or --verbose the later lines count as 2) and by whether the line
+crosses 10. What it showed (2-core Xeon, G = 4, seed 1337's held-out problems) on the earlier CPU default (--n_embd
+128, 1000 warm-start steps of 64 rows at 2e-3, 150 GRPO steps): seed 1337's warm start computed 97% of its lines right
+and ended at 0.98 greedy, seeds 1 and 2's 91-92% (their second lines 34-89%) and ended near 0.85, and the GRPO steps
+left that share where it was: GRPO mostly unlearned the teacher's wrong final line, not the arithmetic. The next
+default's warm starts (--n_embd 96, 1500 steps of 48 rows at 3e-3, byte tokenizer) computed 96.5%, 95.1% and 97.1%
+right (seeds 1337, 1, 2). The current one's (the same, with the task's words as tokens; 2-core AMD EPYC; --seed as
+trained) 99.2%, 98.5% and 98.9%."""
 
 import argparse
 import os
@@ -25,9 +24,10 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import checkpoint  # noqa: E402
 import sample  # noqa: E402
-import task as tasks  # noqa: E402
+import tasks  # noqa: E402
+from plumbing import checkpoint  # noqa: E402
+from plumbing.files import LoadError  # noqa: E402
 
 LINE = re.compile(r"(\d+)([+-])(\d+)=(\d+)")  # one operation of a built-in solution
 
@@ -56,7 +56,7 @@ def main():
     for path in args.ckpts:
         try:
             model, enc, prompt = checkpoint.load_model(path)
-        except checkpoint.LoadError as e:
+        except LoadError as e:
             sys.exit(f"error: {e}")
         prompts = [enc.encode(prompt.format(question=pb.question), disallowed_special=()) for pb in task.test]
         gen = torch.Generator().manual_seed(0)

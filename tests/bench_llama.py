@@ -22,11 +22,12 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import checkpoint  # noqa: E402
-import hf  # noqa: E402
-from model import GPT, TEMPLATES, encode_prompt, stop_ids  # noqa: E402
+from model import GPT  # noqa: E402
+from plumbing import checkpoint, hf  # noqa: E402
+from plumbing.export import write_safetensors  # noqa: E402
+from plumbing.tokenizer import TEMPLATES, encode_prompt, stop_ids  # noqa: E402
 from sample import generate  # noqa: E402
-from task import read_gsm8k  # noqa: E402
+from tasks.gsm8k import read_gsm8k  # noqa: E402
 
 QWEN25_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14)
 QWEN25_05B |= dict(num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6)
@@ -49,7 +50,7 @@ def write_folder(folder, shape, device):
     with torch.device(device):
         model = GPT(cfg)
     tensors = {k: t.to(torch.bfloat16).contiguous() for k, t in hf.llama_tensors(model).items()}
-    hf.write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
     return model.num_params()
 
 

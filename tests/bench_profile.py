@@ -41,11 +41,11 @@ import torch  # noqa: E402
 
 sys.path.insert(0, ROOT)
 import advantage  # noqa: E402
-import checkpoint  # noqa: E402
 import grpo  # noqa: E402
 import model  # noqa: E402
 import sample  # noqa: E402
-import task  # noqa: E402
+import tasks as task  # noqa: E402
+from plumbing import checkpoint  # noqa: E402
 
 ABSORBING = {"warm start", "eval", "sampling"}  # a timed call inside one of these is counted as it
 cpu_s, wall_s = {}, {}  # phase -> seconds

@@ -21,9 +21,9 @@ sys.path.insert(0, ROOT)
 import transformers  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-import checkpoint  # noqa: E402
-import hf  # noqa: E402
-from model import encode_text, left_pad  # noqa: E402
+from model import left_pad  # noqa: E402
+from plumbing import checkpoint  # noqa: E402
+from plumbing.tokenizer import encode_text, tokenizer_from_json  # noqa: E402
 from sample import generate  # noqa: E402
 
 TOKENIZERS = os.path.join(ROOT, "tests", "data", "tokenizers")
@@ -83,7 +83,7 @@ def check_model(name, config_class, extra, tokenizer, folder):
 
 def check_tokenizer(name, n=1000):
     theirs = Tokenizer.from_file(os.path.join(TOKENIZERS, f"{name}.json"))
-    enc = hf.tokenizer_from_json(os.path.join(TOKENIZERS, f"{name}.json"))
+    enc = tokenizer_from_json(os.path.join(TOKENIZERS, f"{name}.json"))
     sample = texts(n, seed=len(name))
     bad = [t for t in sample if encode_text(enc, t) != theirs.encode(t, add_special_tokens=False).ids]
     print(f"tokenizer {name}: {n - len(bad)}/{n} texts give the same ids" + (f"; first: {bad[0]!r}" if bad else ""))

@@ -2,7 +2,8 @@
 SmolLM2's (their pre-tokenizers: a Split regex, or SmolLM2's single digits then GPT-2's regex; Qwen's NFC normalizer;
 each family's special tokens), trained on a few texts, and the
 ids Hugging Face's `tokenizers` gives a set of texts with each (expected_ids.json), which tests/test_hf.py compares
-with hf.tokenizer_from_json's. Run by hand where `tokenizers` is installed (not a dependency of nanogrpo):
+with plumbing/tokenizer.py's tokenizer_from_json. Run by hand where `tokenizers` is installed (not a dependency of
+nanogrpo):
 
     python tests/make_tokenizer_fixtures.py
 """

@@ -1,13 +1,11 @@
-"""checkpoint.py: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic saves, the gpt2 tokenizer,
-the export to Hugging Face's layout.
+"""plumbing/checkpoint.py, hf.py, export.py: GPT-2 in Hugging Face's layout, nanogrpo checkpoints, bad files, atomic
+saves, the gpt2 tokenizer, the export to Hugging Face's layout.
 
-Everything is written here, small and random: no network and no downloaded weights. The files follow Hugging
-Face's GPT-2 layout: names without "transformer." (safetensors) or with it (pytorch_model.bin), Conv1D weights
-stored (in, out), the causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias, a config.json and a vocab.json.
-An export is read back without transformers: by load_model, by GPT-2 computed from its tensors, and its merges.txt
-by a byte-level BPE as Hugging Face's (hf_bpe). Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also
-check those.
-"""
+Everything is written here, small and random: no network and no downloaded weights. The files follow Hugging Face's
+GPT-2 layout: names without "transformer." (safetensors) or with it (pytorch_model.bin), Conv1D weights stored (in,
+out), the causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias, a config.json and a vocab.json. An export is read
+back without transformers: by load_model, by GPT-2 computed from its tensors, and its merges.txt by a byte-level BPE
+as Hugging Face's (hf_bpe). Set NANOGRPO_GPT2 to a folder holding the real GPT-2 files to also check those."""
 
 import errno
 import json
@@ -26,21 +24,15 @@ import tiktoken
 import torch
 import torch.nn.functional as F
 
-import checkpoint
-import hf
-from checkpoint import (
-    TRAIN_KEYS,
-    LoadError,
-    RunDir,
-    digest,
-    load_checkpoint,
-    load_model,
-    restore,
-    save_checkpoint,
-)
-from hf import HF_FILES, get_tokenizer, gpt2_byte_chars, read_safetensors
-from model import GPT, GPT2_PAT, PROMPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
-from task import Arithmetic
+from model import GPT, GPTConfig, left_pad
+from plumbing import checkpoint, hf
+from plumbing import export as hf_export
+from plumbing.checkpoint import TRAIN_KEYS, RunDir, digest, load_checkpoint, load_model, restore, save_checkpoint
+from plumbing.export import HF_FILES
+from plumbing.files import LoadError
+from plumbing.hf import read_safetensors
+from plumbing.tokenizer import GPT2_PAT, PROMPT, byte_tokenizer, frequent_words, get_tokenizer, gpt2_byte_chars
+from tasks import Arithmetic
 
 MERGES = ["aa", "Ġa", "Ġaa", "ĠĠ", "ĊĊ"]  # GPT-2's spelling: Ġ is the space byte, Ċ the newline byte
 V = 256 + len(MERGES) + 1  # bytes, merges, <|endoftext|>
@@ -49,8 +41,8 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 
 
 def export_hf(ckpt, folder):
-    """`python checkpoint.py export CKPT DIR` without the command line: load, then hf.export."""
-    hf.export(*load_model(ckpt), folder)
+    """`python -m plumbing.export CKPT DIR` without the command line: load, then export."""
+    hf_export.export(*load_model(ckpt), folder)
 
 
 ST_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
@@ -763,8 +755,8 @@ def test_weights_larger_than_the_device_are_refused_before_allocation(tmp_path, 
     monkeypatch.setattr(hf, "device_memory", lambda device: need - 1)
     with pytest.raises(LoadError, match="weights need .* GiB, cpu has"):
         load_model(ckpt)
-    script = os.path.join(ROOT, "checkpoint.py")
-    monkeypatch.setattr(sys, "argv", [script, "export", str(ckpt), str(tmp_path / "hf")])
+    script = os.path.join(ROOT, "plumbing", "export.py")
+    monkeypatch.setattr(sys, "argv", [script, str(ckpt), str(tmp_path / "hf")])
     with pytest.raises(SystemExit) as e:
         runpy.run_path(script, run_name="__main__")
     assert str(e.value.code).startswith("error: ") and "GiB" in str(e.value.code) and not (tmp_path / "hf").exists()
@@ -796,7 +788,7 @@ def test_json_nested_too_deeply_is_one_line(tmp_path, name):
 HOLD = """
 import sys
 sys.path.insert(0, {root!r})
-import checkpoint
+from plumbing import checkpoint
 run = checkpoint.RunDir({out!r}, resume=False)
 print("locked", flush=True)
 sys.stdin.readline()
@@ -1058,10 +1050,10 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
         rename(src, dst)
 
     if failure == "disk full":
-        monkeypatch.setattr(hf, "write_safetensors", full_disk)
+        monkeypatch.setattr(hf_export, "write_safetensors", full_disk)
     else:
         monkeypatch.setattr(os, "rename", refused)
-        monkeypatch.setattr(hf, "_exchange", refused if failure == "rename refused" else lambda a, b: False)
+        monkeypatch.setattr(hf_export, "_exchange", refused if failure == "rename refused" else lambda a, b: False)
     with pytest.raises(OSError) as e:
         export_hf(tmp_path / "other.pt", out)
     monkeypatch.undo()
@@ -1092,7 +1084,11 @@ def killed(at, call, *args):
     pid = os.fork()
     if pid == 0:  # the child: it never returns into pytest
         try:
-            os.rename, os.replace, hf._exchange = hooked(os.rename), hooked(os.replace), hooked(hf._exchange)
+            os.rename, os.replace, hf_export._exchange = (
+                hooked(os.rename),
+                hooked(os.replace),
+                hooked(hf_export._exchange),
+            )
             call(*args)
         finally:
             os._exit(0)
@@ -1112,7 +1108,7 @@ def test_a_killed_export_leaves_the_old_or_the_new_export_and_the_next_one_clean
     earlier export as DIR.PID.old, and the next export renames it back first."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    if not hf._exchange(str(tmp_path / "a"), str(tmp_path / "b")):
+    if not hf_export._exchange(str(tmp_path / "a"), str(tmp_path / "b")):
         pytest.skip("this file system cannot swap two names in one step")
     ckpt, model, enc = exported_model("bytes", tmp_path)
     out = tmp_path / "hf"
@@ -1124,7 +1120,7 @@ def test_a_killed_export_leaves_the_old_or_the_new_export_and_the_next_one_clean
     for name, text in planted.items():
         (tmp_path / name).write_text(text)
     if not swap:
-        monkeypatch.setattr(hf, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(hf_export, "_exchange", lambda a, b: False)
     pid = killed(at, export_hf, tmp_path / "other.pt", out)
     left = set(os.listdir(tmp_path)) - {"a", "b", "ckpt.pt", "hf", "other.pt", *planted}
     assert left == ({f"hf.{pid}.tmp"} if swap else {f"hf.{pid}.tmp", f"hf.{pid}.old"}), left
@@ -1169,9 +1165,11 @@ def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path)
 
 def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):
     ckpt, _, _ = exported_model("bytes", tmp_path)
-    script = os.path.join(ROOT, "checkpoint.py")
-    cmd = [sys.executable, script, "export", str(tmp_path / "nothing.pt"), str(tmp_path / "hf")]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # a process of its own: what a user sees
+    script = os.path.join(ROOT, "plumbing", "export.py")
+    cmd = [sys.executable, "-m", "plumbing.export", str(tmp_path / "nothing.pt"), str(tmp_path / "hf")]
+    run = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, cwd=ROOT
+    )  # a process of its own: what a user sees
     one_line = run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert run.returncode == 1 and run.stderr.startswith(f"error: {tmp_path / 'nothing.pt'}: no such file") and one_line
     (tmp_path / "mine").mkdir()
@@ -1181,7 +1179,7 @@ def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_lin
         (tmp_path / "mine" / "notes.txt" / "hf", "cannot write"),  # under a file: the folder cannot be made
         (tmp_path / "hf", None),
     ):
-        monkeypatch.setattr(sys, "argv", [script, "export", str(ckpt), str(folder)])
+        monkeypatch.setattr(sys, "argv", [script, str(ckpt), str(folder)])
         if expect is None:
             runpy.run_path(script, run_name="__main__")  # the command line in this process: quicker
             assert capsys.readouterr().out.startswith(f"wrote {folder}")

@@ -1,9 +1,10 @@
-"""hf.py and model.py's Llama family: RoPE (with Llama-3.1's scaling), grouped-query attention and RMSNorm against
-their formulas; tiny random Qwen2-, Qwen3-, Llama-3- and SmolLM2-shaped models written here in Hugging Face's layout
-(float32 or bf16, one file or shards, an embedding padded past the tokenizer, RoPE spelled both ways) and read back by
-checkpoint.load_model to the same logits; tokenizer.json -> tiktoken against ids that Hugging Face's `tokenizers` gave
-(tests/data/tokenizers, made by tests/make_tokenizer_fixtures.py); a chat template's specials; stop ids; what is out
-of scope refused in one line; and train.py from such a folder. tests/check_hf.py compares with transformers by hand."""
+"""plumbing/hf.py, tokenizer.py and model.py's Llama family: RoPE (with Llama-3.1's scaling), grouped-query attention
+and RMSNorm against their formulas; tiny random Qwen2-, Qwen3-, Llama-3- and SmolLM2-shaped models written here in
+Hugging Face's layout (float32 or bf16, one file or shards, an embedding padded past the tokenizer, RoPE spelled both
+ways) and read back by checkpoint.load_model to the same logits; tokenizer.json -> tiktoken against ids that Hugging
+Face's `tokenizers` gave (tests/data/tokenizers, made by tests/make_tokenizer_fixtures.py); a chat template's
+specials; stop ids; what is out of scope refused in one line; and train.py from such a folder. tests/check_hf.py
+compares with transformers by hand."""
 
 import dataclasses
 import json
@@ -16,21 +17,13 @@ import sys
 import pytest
 import torch
 
-import hf
-from checkpoint import load_checkpoint, load_model, save_checkpoint
-from hf import LoadError, tokenizer_from_json, write_safetensors
-from model import (
-    GPT,
-    TEMPLATES,
-    GPTConfig,
-    RMSNorm,
-    encode_prompt,
-    encode_text,
-    left_pad,
-    rope_frequencies,
-    rotate,
-    stop_ids,
-)
+from model import GPT, GPTConfig, RMSNorm, left_pad, rope_frequencies, rotate
+from plumbing import export as hf_export
+from plumbing import hf
+from plumbing.checkpoint import load_checkpoint, load_model, save_checkpoint
+from plumbing.export import write_safetensors
+from plumbing.files import LoadError
+from plumbing.tokenizer import TEMPLATES, encode_prompt, encode_text, stop_ids, tokenizer_from_json
 from sample import completions_text, generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -389,5 +382,5 @@ def test_a_llama_family_model_is_not_exported_but_refused_in_one_line(tmp_path):
     model = random_model(FAMILIES["qwen3"][1])
     enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
     with pytest.raises(LoadError, match="a Llama-family model is not exported"):
-        hf.export(model, enc, TEMPLATES["qwen3"], tmp_path / "out")
+        hf_export.export(model, enc, TEMPLATES["qwen3"], tmp_path / "out")
     assert not os.path.exists(tmp_path / "out")

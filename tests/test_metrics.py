@@ -1,7 +1,7 @@
 """Properties of sample.py's measures of G samples per problem: pass@k against enumeration of all k-subsets, its
 ends and worked example; maj@k against enumeration, equivalent forms voting together, ties, abstentions, maj@1 =
 pass@1; sampled_metrics over contiguous groups, from the task's verdict and answer and not from the reward's value
-(here a number task's, task.Task: answers vote by value, so '0.5' and '1/2' are one vote)."""
+(here a number task's, tasks.Task: answers vote by value, so '0.5' and '1/2' are one vote)."""
 
 import itertools
 import math
@@ -14,7 +14,7 @@ import pytest
 import reward as reward_module
 from reward import extract_answer, parse_number
 from sample import maj_at_k, pass_at_k, sampled_metrics
-from task import Problem, Task
+from tasks import Problem, Task
 
 NUMBER = Task()  # a number task's verdict and answer: reward.py's verifier
 

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import model as model_module
-from model import GPT, GPTConfig, byte_tokenizer, frequent_words, left_pad
+from model import GPT, GPTConfig, left_pad
+from plumbing.tokenizer import byte_tokenizer, frequent_words
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -182,7 +183,7 @@ def test_words_tokenizer_makes_each_word_one_token_and_keeps_digits_single():
 def test_words_tokenizer_is_bounded_and_takes_any_text():
     """A data file's huge word stays out of the vocabulary (its prefixes would cost its length squared), a lone
     surrogate (JSON's "\\ud800", which UTF-8 cannot encode) is no word, and byte_tokenizer refuses what is too big."""
-    from model import MAX_WORD_BYTES, MAX_WORDS
+    from plumbing.tokenizer import MAX_WORD_BYTES, MAX_WORDS
 
     long = "x" * (MAX_WORD_BYTES + 1)
     texts = [f"a {long} {long} {'y' * 10**6} and x\ud800y \ud800\ud800 and !\udfff!"] * 2

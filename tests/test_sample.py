@@ -10,11 +10,12 @@ import sys
 import pytest
 import torch
 
-from checkpoint import load_model, save_checkpoint
-from grpo import completion_logprobs
-from model import GPT, GPTConfig, byte_tokenizer
+from grpo import completion_logprobs, score
+from model import GPT, GPTConfig
+from plumbing.checkpoint import load_model, save_checkpoint
+from plumbing.tokenizer import byte_tokenizer
 from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate, rollout_stats
-from task import Task
+from tasks import Task
 
 CFG = GPTConfig(block_size=64, vocab_size=257, n_layer=2, n_head=2, n_embd=32)
 EOS = 256
@@ -502,9 +503,13 @@ def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the
     roll = generate(model, [[1, 2, 3], [4, 5]], G=3, max_new_tokens=6, temperature=0.8, eos_id=256, generator=gen)
     rows = slice(1, 5)
     with torch.no_grad():
-        logp, H = roll.score(model, rows, 0.8, with_entropy=True)  # (4, T), (4, T)
+        logp, H = score(
+            model, roll.tokens[rows], roll.mask[rows], roll.prompt_len, 0.8, with_entropy=True
+        )  # (4, T), (4, T)
         expect = completion_logprobs(model(roll.tokens[rows], roll.mask[rows]), roll.tokens[rows], roll.prompt_len, 0.8)
-    assert torch.equal(logp, expect) and torch.equal(roll.score(model, rows, 0.8), logp)
+    assert torch.equal(logp, expect) and torch.equal(
+        score(model, roll.tokens[rows], roll.mask[rows], roll.prompt_len, 0.8), logp
+    )
     m = roll.completion_mask[rows]
     assert torch.allclose(logp[m], roll.logprobs[rows][m], atol=1e-5)
     assert H.shape == logp.shape and (H >= 0).all() and H.max() <= math.log(257) + 1e-5

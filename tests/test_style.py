@@ -1,7 +1,8 @@
-"""The reading rules that a formatter does not check: one statement per line in every top-level .py (no tuple
-assignment of unrelated values, no walrus, no chained conditional expressions), train.py's size, grpo_loss without a
-branch for a variant, and concept files that open on their concept. CI runs `ruff format --check` and `ruff check`,
-so a file here is already formatted at 120 columns and its line count is the formatted one."""
+"""The reading rules that a formatter does not check: the layout (the card's six files at the top, tasks/ and
+plumbing/ beside them, imports running one way), one statement per line in every project .py (no tuple assignment of
+unrelated values, no walrus, no chained conditional expressions), train.py's size, grpo_loss without a branch for a
+variant, and concept files that open on their concept. CI runs `ruff format --check` and `ruff check`, so a file here
+is already formatted at 120 columns and its line count is the formatted one."""
 
 import ast
 import glob
@@ -11,6 +12,67 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP = sorted(glob.glob(os.path.join(ROOT, "*.py")))
+PROJECT = TOP + sorted(
+    glob.glob(os.path.join(ROOT, "tasks", "*.py")) + glob.glob(os.path.join(ROOT, "plumbing", "*.py"))
+)
+CARD = ["advantage", "grpo", "model", "reward", "sample", "train"]
+# what each place may import of the project at module level (a command line's own imports, under
+# `if __name__ == "__main__":`, may reach further); a package may also import its own files
+MAY_IMPORT = {
+    "model": set(),
+    "reward": set(),
+    "advantage": set(),
+    "grpo": set(),
+    "sample": {"model"},
+    "tasks": {"reward"},
+    "plumbing": {"model"},
+    "train": {"model", "reward", "advantage", "grpo", "sample", "tasks", "plumbing"},
+}
+
+
+def place(path):
+    """The place of a project file: its module name at the top, its package's name inside one."""
+    rel = os.path.relpath(path, ROOT)
+    return rel.split(os.sep)[0] if os.sep in rel else rel.removesuffix(".py")
+
+
+def project_imports(path):
+    """{(line, place imported)} of a file's module-level imports of the project (not under `if __name__ ...`)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in tree.body:  # module level only: a command line's imports sit inside its `if`
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            if top in MAY_IMPORT:
+                found.add((node.lineno, top))
+    return found
+
+
+def test_the_top_level_holds_the_cards_files_and_two_folders():
+    assert [os.path.basename(p).removesuffix(".py") for p in TOP] == CARD
+    for folder in ("tasks", "plumbing"):
+        assert os.path.isfile(os.path.join(ROOT, folder, "__init__.py")), folder
+
+
+def test_imports_run_one_way_with_no_circle():
+    for path in PROJECT:
+        here = place(path)
+        wrong = [(line, top) for line, top in project_imports(path) if top != here and top not in MAY_IMPORT[here]]
+        assert wrong == [], (os.path.relpath(path, ROOT), wrong)
+
+
+def test_the_import_check_finds_an_import_running_back_up(tmp_path):
+    bad = tmp_path / "model.py"
+    bad.write_text(
+        "import os\nimport grpo\nfrom plumbing.tokenizer import PROMPT\nif __name__ == '__main__':\n    import tasks\n"
+    )
+    assert project_imports(str(bad)) == {(2, "grpo"), (3, "plumbing")}
 
 
 def packed(source):
@@ -38,7 +100,7 @@ def test_the_check_finds_each_kind_of_packed_statement():
     assert packed("a, b = divmod(7, 2)\nfor i, j in pairs: pass\nx = 1 if a else 2\n") == []  # a result unpacked
 
 
-@pytest.mark.parametrize("path", TOP, ids=os.path.basename)
+@pytest.mark.parametrize("path", PROJECT, ids=lambda p: os.path.relpath(p, ROOT))
 def test_one_statement_per_line(path):
     with open(path, encoding="utf-8") as f:
         assert packed(f.read()) == [], path

@@ -1,4 +1,4 @@
-"""Properties of task.py's number tasks: make_problem's problems (the random stream they are drawn from, their
+"""Properties of tasks/: the number tasks: make_problem's problems (the random stream they are drawn from, their
 arithmetic, the teacher's slips and check lines, the verifier paying exactly the unslipped solutions), read_gsm8k (the
 sample's 30 problems each paid by their own solution, duplicates dropped, and a one-line DataError for each kind
 of bad file) and Task (held-out problems never drawn for training, the split of a data file, the key that names
@@ -16,27 +16,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import PROMPT, byte_tokenizer, frequent_words
+from plumbing.tokenizer import PROMPT, byte_tokenizer, frequent_words
 from reward import extract_answer, parse_number, reward
-from task import (
-    GSM8K,
+from tasks import GSM8K, REWARDS, Arithmetic, Countdown, DataError, Problem, Task, expand
+from tasks.arithmetic import make_problem
+from tasks.countdown import (
     MAX_DEPTH,
     MAX_EXPRESSION_CHARS,
-    REWARDS,
-    Arithmetic,
-    Countdown,
     CountdownProblem,
-    DataError,
-    Problem,
-    Task,
     countdown_answer,
-    expand,
     make_countdown,
-    make_problem,
     parse_expression,
-    read_gsm8k,
     solve_countdown,
 )
+from tasks.gsm8k import read_gsm8k
 
 DATA = Path(__file__).parent / "data"
 STEP = re.compile(r"(\d+)([-+])(\d+)=(\d+)")  # a line of the teacher's solution: 7+5=12

@@ -18,13 +18,16 @@ import torch
 import torch.nn.functional as F
 
 import advantage
-import checkpoint
 import grpo
 import reward
 import sample
-import task as tasks
-from checkpoint import load_model, save_checkpoint
-from model import GPT, GPTConfig, byte_tokenizer
+import tasks
+from model import GPT, GPTConfig
+from plumbing import checkpoint
+from plumbing.checkpoint import load_model, save_checkpoint
+from plumbing.cli import die
+from plumbing.export import HF_FILES
+from plumbing.tokenizer import byte_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -294,7 +297,7 @@ def test_an_abbreviated_flag_is_refused_by_every_command_line(tmp_path, monkeypa
     """argparse would take --temp for --temperature (allow_abbrev): a typo'd or shortened flag is refused instead."""
     r = here(*TINY, "--temp", "0.5", "--sft_steps", "0", "--steps", "0", "--out_dir", str(tmp_path / "o"))
     assert one_line_error(r, "unrecognized arguments: --temp 0.5"), r.stderr
-    for script, flags in (("sample.py", ["--temp", "0", "q"]), ("checkpoint.py", ["--h", "export", "a.pt", "hf"])):
+    for script, flags in (("sample.py", ["--temp", "0", "q"]), ("plumbing/export.py", ["--h", "a.pt", "hf"])):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
             monkeypatch.setattr(sys, "argv", [script, *flags])  # the command line in this process: quicker
@@ -593,9 +596,9 @@ def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsy
     assert snapshot() == before
     for script, flags in (
         ("sample.py", ["--ckpt", str(out / "ckpt.pt"), "--G", "1", "--max_new_tokens", "2", "--device", "cpu", "q"]),
-        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),
-        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(tmp_path / "export")]),  # an earlier export: replaced
-        ("checkpoint.py", ["export", str(out / "ckpt.pt"), str(mine)]),  # refused
+        ("plumbing/export.py", [str(out / "ckpt.pt"), str(tmp_path / "export")]),
+        ("plumbing/export.py", [str(out / "ckpt.pt"), str(tmp_path / "export")]),  # an earlier export: replaced
+        ("plumbing/export.py", [str(out / "ckpt.pt"), str(mine)]),  # refused
     ):
         monkeypatch.setattr(sys, "argv", [script, *flags])
         try:
@@ -603,7 +606,7 @@ def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsy
         except SystemExit as e:
             assert flags[-1] == str(mine) and "'model.safetensors', which is not a file" in str(e.code), e.code
         assert snapshot() == before, script
-    assert sorted(os.listdir(tmp_path / "export")) == sorted(checkpoint.hf.HF_FILES)
+    assert sorted(os.listdir(tmp_path / "export")) == sorted(HF_FILES)
     capsys.readouterr()
 
 
@@ -698,27 +701,32 @@ def test_the_logged_entropy_is_a_token_mean_and_tis_weighs_by_pi_old_over_the_sa
     1): the step's token mean is N/Σ|o_i| = 1/len, a mean of per-answer means would be mean(1/|o_i|), larger when
     the lengths differ (they do: the second group is cut a token short)."""
     plain_generate = sample.generate
-    plain_score = sample.Rollout.score
+    plain_score = grpo.score
+    rolls = []  # the step's rollout
 
     def gapped(*a, **kw):
         roll = plain_generate(*a, **kw)
         roll.logprobs = roll.logprobs - 0.5 * roll.completion_mask  # (N, T) the sampler's "own numbers"
         return roll
 
-    def shortened(self, net, rows, temperature, autocast=None, with_entropy=False):
+    def shortened(net, tokens, mask, P, temperature, autocast, with_entropy=False):
+        out = plain_score(net, tokens, mask, P, temperature, autocast, with_entropy)
         if not with_entropy:
-            return plain_score(self, net, rows, temperature, autocast, with_entropy)
-        logp, H = plain_score(self, net, rows, temperature, autocast, with_entropy)
-        return logp, (1 / self.lengths[rows].float())[:, None].expand_as(H)  # (n, T)
+            return out
+        roll = rolls[-1]
+        n = len(tokens)  # a micro-batch: rows start .. start + n - 1 of the rollout
+        start = next(i for i in range(0, len(roll.tokens) - n + 1, n) if torch.equal(roll.tokens[i : i + n], tokens))
+        return out[0], (1 / roll.lengths[start : start + n].float())[:, None].expand_as(out[1])  # (n, T)
 
     def cut(*a, **kw):  # rows 8-15 lose their last token, so that the answers' lengths differ
         roll = gapped(*a, **kw)
         last = roll.lengths - 1  # (N,)
         roll.completion_mask[8:16].scatter_(1, last[8:16, None], False)
+        rolls.append(roll)
         return roll
 
     monkeypatch.setattr(sample, "generate", cut)
-    monkeypatch.setattr(sample.Rollout, "score", shortened)
+    monkeypatch.setattr(grpo, "score", shortened)
     out = str(tmp_path / "out")
     r = here(*task, "--batch_prompts", "2", "--steps", "1", "--tis", "2", "--micro_batch", "4", "--out_dir", out)
     assert r.returncode == 0, r.stderr
@@ -851,7 +859,7 @@ def test_ctrl_c_lines_come_from_rank_0_only(tmp_path, monkeypatch, capsys):
         gc.collect()
     monkeypatch.setenv("RANK", "1")
     with pytest.raises(SystemExit) as e:
-        checkpoint.die("said by rank 0")
+        die("said by rank 0")
     assert e.value.code == 1
 
 

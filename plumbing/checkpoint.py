@@ -1,19 +1,14 @@
 """
-checkpoint.py: nanogrpo's own files: checkpoints, resume, a run's out_dir; and load_model, the one entry point for a
-model file, ours or Hugging Face's (hf.py reads those).
-
-No GRPO here: train.py and sample.py call it to turn files into models (load_model) and back (save_checkpoint).
-A bad file raises LoadError, a failed write OSError: one line that names the file and says what to change.
-`python checkpoint.py export CKPT DIR` writes a checkpoint as Hugging Face's GPT-2 (hf.export), which transformers
-loads with the same logits and token ids; load_model reads it back.
-A run's out_dir (RunDir) also holds the run's end: its lock, its log, a Ctrl-C, the ranks' exit. The last section is
-the command lines' plumbing (train.py's, sample.py's, the export's): flag types and checks, one-line errors.
+plumbing/checkpoint.py: nanogrpo's own files and a run's folder: checkpoints, resume, --init_from, the out_dir (its
+lock, its log, a Ctrl-C, the ranks' exit); and load_model, the one entry point for a model file, ours or Hugging Face's
+(plumbing/hf.py reads those). train.py and sample.py call it to turn files into models and back. A bad file raises
+LoadError, a failed write OSError: one line that names the file and says what to change.
 
 A checkpoint is a torch.save'd dict {"model": state_dict, "config": GPTConfig as a dict, "tokenizer": its name,
 "tokenizer_ranks": its BPE ranks (None for "bytes"), "tokenizer_pattern" and "tokenizer_specials" (for a
 tokenizer.json's, "bpe" and "bpe+nfc"), "prompt": the template, **the trainer's keys, "digest": a sha256 of all the
-rest, so a flipped bit anywhere is refused}, written atomically, read with weights_only=True (no code is ever unpickled). Every size read from a file is
-checked against the tensors present before anything is built.
+rest, so a flipped bit anywhere is refused}, written atomically (files.atomic_save), read with weights_only=True (no
+code is ever unpickled). Every size read from a file is checked against the tensors present before anything is built.
 Departures: the out_dir lock needs POSIX (elsewhere a run does not lock its out_dir).
 """
 
@@ -35,9 +30,10 @@ if os.name == "posix":
 import tiktoken
 import torch
 
-import hf
-from hf import LoadError
-from model import GPT, PROMPT, GPTConfig, bpe_encoding, is_byte_bpe, stop_ids
+from model import GPT, GPTConfig
+from plumbing import hf
+from plumbing.files import LoadError, atomic_save, check_file, is_regular_file, remove_stale_temps
+from plumbing.tokenizer import PROMPT, bpe_encoding, bpe_ranks, get_tokenizer, is_byte_bpe, stop_ids
 
 CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 # what a resume reads besides the model, and its type ("ref" is a state dict, or None when beta == 0)
@@ -47,7 +43,7 @@ RESUMABLE = tuple("lr steps eval_every micro_batch device dtype compile decode d
 # a new run from a run's checkpoint (--init_from CKPT) takes these from its run unless typed: its task and lengths
 INHERITED = tuple("task data difficulty teacher_slip verbose eval_size max_new_tokens lr seed".split())
 TOKENIZERS = ("bytes", "words", "gpt2", "bpe", "bpe+nfc")  # "words" rebuilds from its saved ranks alone; "bpe" (a
-# tokenizer.json's, hf.tokenizer_from_json) from its ranks, pattern and specials
+# tokenizer.json's, tokenizer.tokenizer_from_json) from its ranks, pattern and specials
 RUN_FILES = ("ckpt.pt", "warmstart.pt", "metrics.jsonl")  # a run's out_dir: checkpoint, cached warm start, log
 
 
@@ -76,28 +72,6 @@ def digest(ckpt):
     return h.hexdigest()
 
 
-def atomic_save(obj, path):
-    """torch.save(obj, path), all or nothing: a temp file (hf.temp_name), flushed to disk, renamed over `path`. A temp
-    file that a killed writer left (this process's or a dead one's, a regular file) is removed first. A link at `path`
-    stays a link: its target is written, the temp file beside it."""
-    path = os.path.realpath(path)
-    tmp = hf.temp_name(path)
-    try:
-        hf.remove_stale_temps(path, hf.is_regular_file)
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:  # torch's writer reports a full disk as a RuntimeError
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0][:120]
-        mb = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free / 1e6
-        raise OSError(f"cannot write {path} ({why}; {mb:.0f} MB free): free some space; the old file is intact") from e
-    finally:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-
-
 def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     """Save `model`, its tokenizer (an Encoding or its name), prompt template and `extra` (the trainer's keys)."""
     model = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the module here
@@ -110,7 +84,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
     if clash:
         raise ValueError(f"extra keys {sorted(clash)} would overwrite the checkpoint's own")
     bpe = name != "bytes" and isinstance(tokenizer, tiktoken.Encoding)  # its ranks {token bytes: id} go inside
-    ranks = hf.bpe_ranks(tokenizer) if bpe else None
+    ranks = bpe_ranks(tokenizer) if bpe else None
     config = dataclasses.asdict(model.config)
     ckpt = dict(model=model.state_dict(), config=config, tokenizer=name, prompt=prompt, tokenizer_ranks=ranks, **extra)
     if name.startswith("bpe"):  # a tokenizer.json's: its own pattern and specials (tiktoken keeps them unexported)
@@ -120,7 +94,7 @@ def save_checkpoint(path, model, tokenizer, prompt=PROMPT, **extra):
 
 def _torch_load(path, mmap=False):
     """torch.load without unpickling code, else LoadError; mmap maps a zip-format file (the tensors share its pages)."""
-    hf.check_file(path)
+    check_file(path)
     try:
         with open(path, "rb") as f:
             zipped = f.read(4) == b"PK\x03\x04"  # torch's format since 1.6; older files cannot be mapped
@@ -211,11 +185,6 @@ def resume(parser, path):
     if getattr(args, "steps", 0) < ckpt["step"]:
         raise LoadError(f"{path} is at step {ckpt['step']}: --steps must be at least that")
     return args, ckpt
-
-
-def shape(model):
-    """train.py's shape flags as a model has them (a model from a file has its own, not the flags')."""
-    return {k: getattr(model.config, k) for k in ("n_layer", "n_head", "n_embd", "block_size")}
 
 
 def inherit(parser, args, keys=INHERITED):
@@ -365,7 +334,7 @@ class RunDir:
         if not resume and os.path.exists(self.ckpt):
             os.remove(self.ckpt)
         for name in (self.ckpt, self.warm):  # what a killed writer left (its warm start may never be saved again)
-            hf.remove_stale_temps(name, hf.is_regular_file)
+            remove_stale_temps(name, is_regular_file)
 
     def check_space(self, num_params, ref):
         """OSError unless the disk holds a checkpoint (weights, `ref`, AdamW's moments), its temp copy, a warm start."""
@@ -423,75 +392,6 @@ class RunDir:
         sys.exit(code)
 
 
-# ----------------------------------------------------------------------------- the command lines' plumbing
-# What train.py, sample.py and the export share that is not GRPO: flag types, the checks a flag's type cannot make,
-# and one line for a user's error instead of a traceback (only these exit; the library functions above raise).
-
-
-def die(msg):
-    """End a command line with one line, `error: msg`: a user's error, never a traceback. Under torchrun each rank
-    meets the same error: rank 0 says it, the others (RANK > 0) exit with the same code, quietly."""
-    if os.environ.get("RANK", "0") != "0":
-        sys.exit(1)
-    sys.exit(f"error: {msg}")
-
-
-def parser(description):
-    """train.py's ArgumentParser: flags named whole (allow_abbrev=False: --temp is not --temperature), the defaults in
-    --help, and a bad flag ends in die's one line."""
-    p = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False
-    )
-    p.error = die
-    return p
-
-
-def excepthook(*user_errors):
-    """A sys.excepthook that ends a user's error in one line: a bad file (LoadError, the `user_errors` classes, an
-    OSError such as a full disk), Ctrl-C, too little memory for the sizes; anything else is a bug and prints its
-    traceback."""
-
-    def hook(kind, e, tb):
-        if issubclass(kind, (LoadError, *user_errors, OSError, KeyboardInterrupt)):
-            die(str(e) or "interrupted: what was not in a checkpoint yet is lost")
-        if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "to allocate")):
-            first = str(e).splitlines()[0]
-            die(f"out of memory ({first}): lower --batch_prompts, --G, --sft_batch or --max_new_tokens")
-        sys.__excepthook__(kind, e, tb)
-
-    return hook
-
-
-def bounded(kind, lo, hi, above=False):
-    """An argparse type: a finite `kind` (int or float) in [lo, hi], or in (lo, hi] if `above`; else argparse's
-    one-line error naming the range."""
-
-    def parse(text):
-        x = kind(text)
-        low_ok = x > lo if above else x >= lo
-        if math.isfinite(x) and low_ok and x <= hi:
-            return x
-        raise argparse.ArgumentTypeError(f"{text} is not in {'(' if above else '['}{lo}, {hi}]")
-
-    parse.__name__ = kind.__name__  # argparse names it in "invalid int value"
-    return parse
-
-
-def check_flags(args, device, world):
-    """train.py's flags against what their own types cannot see: the device, and flags that must agree (die)."""
-    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
-    for broken, fix in [
-        (not available[device], f"--device {device} is not available here; pick another"),
-        (args.decode == "graph" and device != "cuda", "--decode graph captures a CUDA graph: use static or plain here"),
-        (args.n_embd % args.n_head, f"--n_embd {args.n_embd} must be a multiple of --n_head {args.n_head}"),
-        (args.batch_prompts % world, f"--batch_prompts {args.batch_prompts} must be a multiple of the {world} ranks"),
-        (args.overlong >= args.max_new_tokens, f"--overlong {args.overlong} must be below --max_new_tokens"),
-        ((args.task == "gsm8k") != (args.data is not None), f"--task {args.task}: --data FILE.jsonl is --task gsm8k's"),
-    ]:
-        if broken:
-            die(fix)
-
-
 def _tokenizer(ckpt, folder):
     """A checked checkpoint's tokenizer: from its saved ranks (and a tokenizer.json's pattern and specials)."""
     name = ckpt["tokenizer"]
@@ -504,13 +404,13 @@ def _tokenizer(ckpt, folder):
             )
         except ValueError as e:  # specials that clash with the ranks, or a pattern tiktoken rejects
             raise LoadError(f"its tokenizer cannot be rebuilt ({str(e)[:80]}); the file is damaged") from e
-    return bpe_encoding(name, ranks) if ranks else hf.get_tokenizer(name, folder)
+    return bpe_encoding(name, ranks) if ranks else get_tokenizer(name, folder)
 
 
 def load_model(path, device="cpu"):
     """(model in float32 and eval mode on `device`, tokenizer, prompt template) from a nanogrpo checkpoint or a
-    Hugging Face folder or weights file (GPT-2, or the Llama family: hf.py). The ids that end a completion are
-    model.stop_ids(model.config, tokenizer)."""
+    Hugging Face folder or weights file (GPT-2, or the Llama family: plumbing/hf.py). The ids that end a completion
+    are tokenizer.stop_ids(model.config, tokenizer)."""
     files, folder, weight_map = hf.weights_file(os.fspath(path))
     file = files[0]
     if weight_map is not None:  # sharded
@@ -527,7 +427,7 @@ def load_model(path, device="cpu"):
         enc = _tokenizer(obj, folder)
     elif tensors and hf.model_type(folder) == "gpt2":
         config, state, prompt = hf.gpt2_weights(obj, folder, file)
-        enc = hf.get_tokenizer("gpt2", folder)
+        enc = get_tokenizer("gpt2", folder)
     elif tensors:  # the Llama family
         config, state, enc, prompt = hf.llama_folder(obj, folder, file)
     else:
@@ -544,23 +444,3 @@ def load_model(path, device="cpu"):
         model = GPT(config)  # built where it will run: on a GPU, the host never holds a copy of the weights
     restore(model, state, file)
     return model.eval(), enc, prompt
-
-
-if __name__ == "__main__":  # python checkpoint.py export CKPT DIR
-    cli = argparse.ArgumentParser(
-        description="Write a checkpoint as Hugging Face's GPT-2 folder (load_model, then hf.export).",
-        allow_abbrev=False,
-    )
-    commands = cli.add_subparsers(dest="command", required=True)
-    export = commands.add_parser(
-        "export", help="write DIR: config.json, model.safetensors, the tokenizer's files", allow_abbrev=False
-    )
-    export.add_argument("ckpt", help="a nanogrpo checkpoint (out/ckpt.pt), or GPT-2's files")
-    export.add_argument("dir", help="the folder to write: new, empty, or an earlier export (replaced)")
-    args = cli.parse_args()
-    try:
-        model, enc, prompt = load_model(args.ckpt)
-        hf.export(model, enc, prompt, args.dir)
-    except (LoadError, OSError) as e:  # a user's error: one line
-        die(e)
-    print(f"wrote {args.dir}: {', '.join(hf.HF_FILES)}")

@@ -1,196 +1,25 @@
 """
-task.py: the problems a policy is trained and judged on. A task gives training problems (sample(rng), never a held-out
-one) and held-out ones (test), a problem's prompt text (its question), its verdict on a completion (right or wrong),
-the answer a completion gives (what maj@k votes on) and the reward GRPO's advantages are computed from, which sees the
-problems. Every accuracy figure of a run (train acc, greedy, pass@k, maj@k) is the task's verdict:
-
-    verdict(pb, o) = [answer(pb, o) is pb's right answer],     r(pb, o) = 1[verdict(pb, o)] + b · 1[o well formed]
-
-TASKS (train.py's --task, by name: fn(args) -> Task) holds three:
-  arithmetic  the built-in word problems of make_problem, with a teacher that is wrong some of the time (the default);
-  gsm8k       a GSM8K-format JSONL file (--data): read_gsm8k, its last tenth held out;
-  countdown   make the target from the given numbers, each used once, with + - * / and parentheses (TinyZero's task):
-              its verdict is parse_expression's exact value, never eval.
-The number tasks (arithmetic, gsm8k) judge with reward.py's verifier; countdown with its own parser.
-A new task is a subclass of Task (its problems, sample, and answer/verdict/reward if not a number's) and a line in
-TASKS; train.py's --task lists it.
-
-Where this departs from DeepSeekMath: its RL questions were GSM8K's and MATH's, judged by a reward model; these are a
-toy task that a small model learns in minutes, GSM8K's format, and Countdown (the R1-Zero task of TinyZero), judged by
-rules, with the warm start's teacher wrong on purpose so that GRPO's groups are live.
+tasks/countdown.py: make the target from the given numbers, each used once, with + - * / and parentheses (TinyZero's
+R1-Zero task). Its verdict is parse_expression's exact value of the expression in the last <answer> tag, never eval:
+a recursive descent over at most MAX_EXPRESSION_CHARS characters. The warm start's teacher slips by writing one
+operation on two of the numbers (a number unused), a wrong answer that GRPO unlearns only in part (README).
 """
 
 import functools
-import json
 import random
 import re
-import zlib
 from collections import namedtuple
 from fractions import Fraction
 
 import torch
 
 import reward
+from tasks.base import Task, expand
 
-NAMES = "Ann Ben Cal Dee Eli Fay Gus Ivy Jo Kim Leo Mia Ned Ola Pia Raj Sam Tia Uma Vic".split()
-ITEMS = "apples pens cards coins books shells stamps beads eggs nuts".split()
-_CALCULATOR = re.compile(r"<<[^>]*>>")  # GSM8K's calculator notes: 16-3-4=<<16-3-4=9>>9
 MAX_EXPRESSION_CHARS = 200  # a longer Countdown answer is not read: the parser's time stays bounded
 MAX_DEPTH = 16  # parentheses nested deeper are refused, never a RecursionError
-
-
-class DataError(ValueError):
-    """A bad --data file: str(e) is one line naming the file (and line) and what to fix."""
-
-
-Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teacher's worked solution, the gold answer
 # a Countdown problem: gold is the target's text; numbers, the ones to use, each once
 CountdownProblem = namedtuple("CountdownProblem", "question solution gold numbers")
-
-
-# ----------------------------------------------------------------------------- the interface: a number task's
-class Task:
-    """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
-    all known before training (train.py's longest prompt); key: names their settings and content, not the seed.
-    The verdict, answer and reward here are a number task's (reward.py's verifier against pb.gold); a task of another
-    kind overrides all three, keeping one right answer per problem: a completion is right exactly when its answer is
-    that one (sample.sampled_metrics counts it as maj@k's gold)."""
-
-    problems = ()
-    test = ()
-    key = ""
-
-    def sample(self, rng):
-        """One training problem drawn with `rng`."""
-        raise NotImplementedError
-
-    def texts(self, template, n=1000):
-        """Training problems as the model reads them (prompt `template`, solution): n draws, one rng (a from-scratch
-        tokenizer counts its words on them)."""
-        problems = map(self.sample, [random.Random(0)] * n)
-        return [template.format(question=pb.question) + pb.solution for pb in problems]
-
-    def problem(self, question):
-        """The problem a typed question poses (sample.py's command line): the answer is read without a gold."""
-        return Problem(question, "", None)
-
-    def answer(self, pb, completion):
-        """What a completion answers, the value maj@k votes on (hashable), or None: it abstains."""
-        return reward.parse_number(reward.extract_answer(completion))
-
-    def verdict(self, pb, completion):
-        """Whether a completion is right: accuracy, which a reward's value (with a bonus) is not."""
-        return reward.is_correct(reward.extract_answer(completion), pb.gold)
-
-    def reward(self, problems, completions, *, format_bonus=0.0):
-        """The reward of each completion, float32 (N,): problems one per completion, or one per group (expand)."""
-        return reward.rewards(completions, [pb.gold for pb in problems], format_bonus=format_bonus)  # it expands them
-
-    def verdicts(self, problems, completions):
-        """verdict() of each completion, bool (N,): problems one per completion, or one per group (expand)."""
-        pairs = zip(expand(problems, completions), completions)
-        return torch.tensor([self.verdict(pb, o) for pb, o in pairs], dtype=torch.bool)  # (N,)
-
-
-def expand(problems, completions):
-    """Problems one per completion: given one per group of G = N / B contiguous completions, row b*G + g gets
-    problems[b]; else ValueError."""
-    return reward.expand_golds(list(problems), len(completions))
-
-
-# ----------------------------------------------------------------------------- arithmetic (built in)
-def make_problem(rng, difficulty=2, slip=0.0, verbose=0.0):
-    """A word problem of 1..difficulty operations on 1-9 and a teacher's GSM8K-style solution: with probability `slip`
-    it ends on the number before the last operation (a wrong answer RL can unlearn); with `verbose`, a check line."""
-    name = rng.choice(NAMES)
-    item = rng.choice(ITEMS)
-    x = rng.randint(2, 9)
-    text = f"{name} has {x} {item}"
-    lines = []
-    for _ in range(rng.randint(1, difficulty)):
-        prev = x
-        add = rng.random() < 0.5 or x < 2  # nothing to give away from 1
-        n = rng.randint(1, 9 if add else min(9, x - 1))
-        x, text = (x + n, text + f", gets {n} more") if add else (x - n, text + f", gives away {n}")
-        lines.append(f"{prev}{'+' if add else '-'}{n}={x}")
-        if rng.random() < verbose:  # drawn at every step, so that `verbose` leaves the problems unchanged
-            lines.append(f"check: {x}{'-' if add else '+'}{n}={prev}")
-    shown = prev if rng.random() < slip else x
-    return Problem(f"{text}. How many {item} now?", "\n".join(lines) + f"\n#### {shown}", str(x))
-
-
-class Arithmetic(Task):
-    """make_problem's word problems: max(1000, eval_size) made by Random(seed + 1) held out, eval_size scored;
-    training problems drawn fresh, with the teacher's slips and checks."""
-
-    def __init__(self, *, difficulty=2, slip=0.0, verbose=0.0, eval_size=200, seed=0):
-        self.difficulty = difficulty
-        self.slip = slip
-        self.verbose = verbose
-        rng = random.Random(seed + 1)
-        self.problems = [make_problem(rng, difficulty) for _ in range(max(1000, eval_size))]
-        self.test = self.problems[:eval_size]
-        self.held_out = {pb.question for pb in self.problems}
-        self.key = f"builtin-d{difficulty}-slip{slip}-verbose{verbose}-pool{len(self.problems)}"
-
-    def sample(self, rng):
-        """One training problem drawn with `rng`, fresh, with the teacher's slips and checks."""
-        while True:
-            pb = make_problem(rng, self.difficulty, self.slip, self.verbose)
-            if pb.question not in self.held_out:
-                return pb
-
-
-# ----------------------------------------------------------------------------- gsm8k (a JSONL file)
-def read_gsm8k(path):
-    """GSM8K JSONL -> [Problem] per distinct question, without <<1+2=3>> notes; gold: the number after the last ####."""
-    try:
-        with open(path, "rb") as f:
-            lines = f.readlines()
-    except OSError as e:
-        raise DataError(f"{path}: {e.strerror or e}" if str(path) else "the data file name is empty") from e
-    problems = {}
-    expected = "expected JSON with 'question' and 'answer' ending in '#### <a number>'"
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:  # not UTF-8, not JSON, or not an object holding both keys
-            row = json.loads(line.decode("utf-8"))
-            question = str(row["question"])
-            answer = str(row["answer"])
-        except (ValueError, KeyError, TypeError, RecursionError) as e:
-            raise DataError(f"{path} line {i}: {expected}") from e
-        if "####" not in answer:
-            raise DataError(f"{path} line {i}: {expected}")
-        gold = answer.rpartition("####")[2].strip()
-        if reward.parse_number(gold) is None:
-            raise DataError(f"{path} line {i}: the answer after '####' is not a number: {gold[:40]!r}")
-        problems.setdefault(question, Problem(question, _CALCULATOR.sub("", answer), gold))
-    if len(problems) < 2:
-        raise DataError(f"{path} holds {len(problems)} distinct problems; it needs at least 2 (some are held out)")
-    return list(problems.values())
-
-
-class GSM8K(Task):
-    """A GSM8K-format JSONL file's problems: its last 10% (at most eval_size, at least one) held out."""
-
-    def __init__(self, data, *, eval_size=200):
-        self.problems = read_gsm8k(data)
-        n_test = min(eval_size, max(1, len(self.problems) // 10))
-        self.test = self.problems[-n_test:]
-        self.train = self.problems[:-n_test]
-        self.key = f"data-{zlib.crc32(json.dumps(self.problems).encode())}-eval{n_test}"  # content: a file may move
-
-    def sample(self, rng):
-        """One of the file's training problems, drawn with `rng`."""
-        return rng.choice(self.train)
-
-    def texts(self, template, n=1000):
-        """All of the file's training problems as the model reads them (n is not used)."""
-        return [template.format(question=pb.question) + pb.solution for pb in self.train]
-
-
-# ----------------------------------------------------------------------------- countdown
 _TOKEN = re.compile(r"\s*(?:([0-9]+)|([-+*/×÷()]))")  # a number or a symbol, after blanks
 _OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "×": "*", "÷": "/"}
 _ANSWER_TAG = re.compile(r"<answer>(.{0,%d}?)</answer>" % MAX_EXPRESSION_CHARS, re.S)
@@ -408,20 +237,3 @@ class Countdown(Task):
             formed = parse_expression(countdown_answer(o), max_numbers=len(pb.numbers)) is not None
             out.append(float(self.verdict(pb, o)) + (format_bonus if formed else 0.0))
         return torch.tensor(out, dtype=torch.float32)  # (N,)
-
-
-# ----------------------------------------------------------------------------- the registry
-def verifier(task, problems, completions, *, format_bonus=0.0):
-    """The task's own reward: task.reward()."""
-    return task.reward(problems, completions, format_bonus=format_bonus)
-
-
-# --reward: fn(task, problems (one per completion or per group: expand), completions, *, format_bonus) -> (N,)
-REWARDS = {"verifier": verifier}
-TASKS = {  # --task: fn(args) -> Task, from train.py's flags
-    "arithmetic": lambda a: Arithmetic(
-        difficulty=a.difficulty, slip=a.teacher_slip, verbose=a.verbose, eval_size=a.eval_size, seed=a.seed
-    ),
-    "gsm8k": lambda a: GSM8K(a.data, eval_size=a.eval_size),
-    "countdown": lambda a: Countdown(slip=a.teacher_slip, eval_size=a.eval_size, seed=a.seed),  # sizes: its defaults
-}

@@ -1,0 +1,247 @@
+"""
+plumbing/tokenizer.py: tokenizers and prompt templates. Text becomes token ids here, and ids text; the model only sees
+ids. Every tokenizer is a tiktoken.Encoding of a byte-level BPE (ranks {token bytes: id}, a pre-tokenizer regex,
+special tokens):
+- from scratch, built offline (byte_tokenizer): the 256 bytes, the task's words (train.py) and <|endoftext|>. Digits
+  stay one byte each, which suits arithmetic; a word is one token, so a built-in prompt is 22-27 tokens instead of
+  53-73 bytes and a padded warm-start row 47 tokens instead of 96 on average: half the work per problem;
+- GPT-2's, from its vocab.json (get_tokenizer), or tiktoken's "gpt2" where its files are cached;
+- a Llama-family folder's tokenizer.json (tokenizer_from_json).
+A prompt template is a text holding {question}; TEMPLATES names each instruct family's chat format. encode_prompt
+keeps a template's special tokens special and the question plain text; stop_ids says which ids end a completion.
+"""
+
+import os
+import re
+import reprlib
+import unicodedata
+from collections import Counter
+
+import tiktoken
+
+from plumbing.files import LoadError, read_json
+
+PROMPT = "Q: {question}\nA: "  # the default prompt template (the built-in task's); checkpoints store theirs
+# train.py and sample.py --prompt NAME: each instruct family's chat format for one user turn, ready for the answer, as
+# its chat template renders it with add_generation_prompt (Llama-3.1's system block with the dates is left out)
+TEMPLATES = {
+    "plain": PROMPT,
+    "qwen2.5": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+    "qwen3": "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",  # thinking left on
+    "llama3": "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{question}<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "smollm2": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+}
+# GPT-2's pre-tokenizer regex (tiktoken's "gpt2" uses an equivalent, faster spelling of it)
+GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def is_byte_bpe(ranks):
+    """Whether `ranks` are a byte-level BPE's {token bytes: id}: ids 0..n-1 once each, each of the 256 bytes a token."""
+    typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
+    return typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
+
+
+def bpe_encoding(name, ranks):
+    """A tiktoken.Encoding from BPE ranks {token bytes: id}, GPT-2's split pattern, <|endoftext|> the next id."""
+    return tiktoken.Encoding(
+        name=name, pat_str=GPT2_PAT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": len(ranks)}
+    )
+
+
+MAX_WORD_BYTES = 64  # a longer word of the data stays in shorter tokens: its prefixes cost its length squared
+MAX_WORDS = 4096  # byte_tokenizer's words, at most: each adds up to MAX_WORD_BYTES - 1 tokens
+
+
+def byte_tokenizer(words=()):
+    """The tokenizer of a model trained from scratch, offline: the 256 byte tokens, then each of `words` (bytes) and
+    its prefixes, then <|endoftext|>. No words: "bytes", EOS id 256. With words: "words". BPE merges two adjacent
+    pieces at a time; any two leading pieces of a word join into a prefix, which is a token, so a word that GPT-2's
+    pattern splits off whole (" stamps" in "7 stamps,") always ends as one token. Digits stay one byte each.
+    At most MAX_WORDS words of at most MAX_WORD_BYTES bytes each (ValueError), so the vocabulary stays small."""
+    words = list(words)
+    if len(words) > MAX_WORDS or any(len(word) > MAX_WORD_BYTES for word in words):
+        raise ValueError(f"byte_tokenizer takes at most {MAX_WORDS} words of at most {MAX_WORD_BYTES} bytes each")
+    ranks = {bytes([i]): i for i in range(256)}
+    for prefix in (word[:k] for word in words for k in range(2, len(word) + 1)):
+        ranks.setdefault(prefix, len(ranks))
+    return bpe_encoding("words" if len(ranks) > 256 else "bytes", ranks)
+
+
+def frequent_words(texts, n=256):
+    """The n most frequent words of `texts`, sorted, as UTF-8 bytes: runs of letters or of symbols ("####"), with the
+    space before them if any (as GPT-2's pattern splits them), of 2 to MAX_WORD_BYTES bytes; none holds a digit or a
+    lone surrogate (a character UTF-8 cannot encode, which JSON's \\ud800 can make). n is at most MAX_WORDS."""
+    n = min(n, MAX_WORDS)
+    found = (w for text in texts for w in re.findall(r" ?[^\W\d_]+| ?[^\s\w\ud800-\udfff]+", text))
+    counts = Counter(w.encode() for w in found if len(w) <= MAX_WORD_BYTES)  # characters first: no long word encoded
+    return sorted(sorted((w for w in counts if 1 < len(w) <= MAX_WORD_BYTES), key=lambda w: (-counts[w], w))[:n])
+
+
+def stop_ids(config, enc, template=""):
+    """The ids that end a completion: the config's (a Hugging Face folder's generation_config.json), else the
+    tokenizer's <|endoftext|>. The first is EOS, which pads and which the warm start writes after a solution: the one
+    that closes a turn in `template` (<|im_end|>, <|eot_id|>) if any. Llama-3 has no <|endoftext|>: nothing assumes
+    it; its folder names <|end_of_text|>, <|eom_id|> and <|eot_id|>."""
+    if config.stop_ids:
+        ids = list(config.stop_ids)
+        names = {enc.encode_single_token(s): s for s in enc.special_tokens_set}  # {id: text} of the specials
+        closes = [i for i in ids if i in names and names[i] in template]
+        return closes[:1] + [i for i in ids if i not in closes[:1]]
+    if "<|endoftext|>" not in enc.special_tokens_set:
+        raise ValueError(f"tokenizer {enc.name!r} has no <|endoftext|> and the model names no stop ids")
+    return [enc.eot_token]
+
+
+def encode_prompt(enc, template, question):
+    """Token ids of `template` with `question` in place of {question}. The template's own special tokens (a chat
+    format's <|im_start|>, <|eot_id|>) are specials; everything else, the question included, is plain text, so a
+    question holding "<|im_end|>" stays text. Runs of text between the template's specials are encoded whole (as
+    Hugging Face's tokenizers encode the text between added tokens): a template without specials is one run."""
+    before, _, after = template.partition("{question}")
+    specials = sorted((s for s in enc.special_tokens_set if s in template), key=len, reverse=True)
+    split = "(" + "|".join(map(re.escape, specials)) + ")" if specials else "(?!)"  # (?!): never, nothing to split
+    head = re.split(split, before)  # text, special, text, ..., text: specials at the odd places
+    tail = re.split(split, after)
+    pieces = head[:-1] + [head[-1] + question + tail[0]] + tail[1:]  # the question joins the text around it
+    ids = []
+    for i, piece in enumerate(pieces):
+        ids += [enc.encode_single_token(piece)] if i % 2 else encode_text(enc, piece)
+    return ids
+
+
+def encode_text(enc, text):
+    """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
+    tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json)."""
+    if enc.name == "bpe+nfc":
+        text = unicodedata.normalize("NFC", text)
+    return enc.encode(text, disallowed_special=())
+
+
+def get_tokenizer(name="bytes", folder=None):
+    """A tiktoken.Encoding: "bytes" (byte_tokenizer) or "gpt2" (`folder`/vocab.json if any, else tiktoken's)."""
+    if name == "bytes":
+        return byte_tokenizer()
+    if name != "gpt2":
+        raise LoadError(f"unknown tokenizer {name!r}; choose 'bytes' or 'gpt2'")
+    if folder is not None and os.path.isfile(os.path.join(folder, "vocab.json")):
+        return gpt2_from_vocab_json(os.path.join(folder, "vocab.json"))
+    try:
+        return tiktoken.get_encoding("gpt2")
+    except (OSError, ValueError, ImportError) as e:  # offline: a network error, which is an OSError
+        where = f"{folder} has no vocab.json and " if folder is not None else ""
+        raise LoadError(
+            f"{where}no tiktoken 'gpt2' files here ({type(e).__name__}); put GPT-2's vocab.json beside the weights, "
+            "or run tiktoken.get_encoding('gpt2') once online and copy its cache here, naming it in TIKTOKEN_CACHE_DIR"
+        ) from e
+
+
+def gpt2_byte_chars():
+    """byte -> its character in GPT-2's vocab.json, in GPT-2's id order: the 188 printable Latin-1 ones but space as
+    themselves, then the other 68 as chr(256), chr(257), ... (" " is chr(288), id 220)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    rest = [b for b in range(256) if b not in keep]
+    return {**{b: chr(b) for b in keep}, **{b: chr(256 + n) for n, b in enumerate(rest)}}
+
+
+def gpt2_from_vocab_json(path):
+    """GPT-2's Encoding from Hugging Face's vocab.json {token in gpt2_byte_chars: id}, offline: ids are BPE ranks."""
+    vocab = read_json(path, "download GPT-2's vocab.json again")
+    eot = vocab.pop("<|endoftext|>", None)
+    if eot is None or not all(isinstance(i, int) for i in vocab.values()):
+        raise LoadError(f"{path} is not a vocabulary {{token: id}} with <|endoftext|>; download GPT-2's vocab.json")
+    byte_of = {c: b for b, c in gpt2_byte_chars().items()}
+    ranks = {}
+    for token, i in vocab.items():
+        if not token or any(c not in byte_of for c in token):
+            raise LoadError(f"{path}: token {token!r} is not in GPT-2's byte characters; use GPT-2's vocab.json")
+        ranks[bytes(byte_of[c] for c in token)] = i
+    if not is_byte_bpe(ranks) or eot != len(ranks) or len(ranks) != len(vocab):
+        raise LoadError(f"{path}: ids must be 0..{len(vocab)} once each, <|endoftext|> last, 256 single-byte tokens in")
+    return bpe_encoding("gpt2", ranks)  # <|endoftext|> = len(ranks), checked above
+
+
+EOT = "<|endoftext|>"  # the EOS token, one id after the BPE's tokens
+
+
+def bpe_ranks(enc):
+    """A BPE Encoding's ranks {token bytes: id}, its special tokens (<|endoftext|>, ...) left out."""
+    specials = {enc.encode_single_token(s) for s in enc.special_tokens_set}
+    return {enc.decode_single_token_bytes(i): i for i in range(enc.n_vocab) if i not in specials}
+
+
+# GPT-2's pattern after a split into single digits (SmolLM2's pre-tokenizer) as one regex: a digit alone, and a run of
+# spaces that ends at a digit is whole, as it ends its piece there (tests/test_hf.py checks it against `tokenizers`)
+DIGITS_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+
+
+def tokenizer_from_json(path):
+    """A tiktoken.Encoding from Hugging Face's tokenizer.json of a byte-level BPE: its vocab's byte-level strings
+    (gpt2_byte_chars) are the ranks, the pre-tokenizer's Split regex the pattern (GPT-2's for a ByteLevel one that
+    splits by itself), its added tokens the specials. Refused in one line: another model than BPE, a normalizer
+    other than none or NFC, a pre-tokenizer other than [Split, ByteLevel], ByteLevel alone, or [Digits, ByteLevel]
+    (SmolLM2's: DIGITS_PAT). tiktoken has no
+    normalizer: an NFC one names the Encoding "bpe+nfc", and encode_text applies it (Qwen's)."""
+    tok = read_json(path, "download it again")
+    model = tok.get("model") or {}
+    vocab = model.get("vocab")
+    if model.get("type") != "BPE" or not isinstance(vocab, dict) or model.get("byte_fallback"):
+        raise LoadError(f"{path}: its model is {reprlib.repr(model.get('type'))}, not a byte-level BPE; not supported")
+    normalizer = (tok.get("normalizer") or {}).get("type")
+    if normalizer not in (None, "NFC"):
+        raise LoadError(f"{path}: its normalizer is {normalizer!r}; nanogrpo reads none or NFC")
+    pre = tok.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [s.get("type") if isinstance(s, dict) else None for s in steps]
+    if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
+        pattern = GPT2_PAT
+    elif kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits") and steps[1].get("use_regex", True):
+        pattern = DIGITS_PAT  # SmolLM2's
+    elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
+        split = steps[0]
+        pattern = (split.get("pattern") or {}).get("Regex")
+        if not isinstance(pattern, str) or split.get("behavior") != "Isolated" or split.get("invert"):
+            raise LoadError(f"{path}: its Split is not an isolating regex; nanogrpo reads only that kind")
+    else:
+        raise LoadError(
+            f"{path}: its pre-tokenizer is {kinds}; nanogrpo reads [Split, ByteLevel], [Digits, ByteLevel] or ByteLevel"
+        )
+    byte_of = {c: b for b, c in gpt2_byte_chars().items()}
+    ranks = {}
+    for token, i in vocab.items():
+        if not token or type(i) is not int or any(c not in byte_of for c in token):
+            raise LoadError(f"{path}: token {token!r} is not spelled in byte-level characters; not a byte-level BPE")
+        ranks[bytes(byte_of[c] for c in token)] = i
+    if not is_byte_bpe(ranks):
+        raise LoadError(f"{path}: its vocab's ids are not 0..n-1 once each with the 256 bytes; download it again")
+    specials = {}
+    for added in tok.get("added_tokens") or []:
+        content = added.get("content") if isinstance(added, dict) else None
+        if not isinstance(content, str) or type(added.get("id")) is not int:
+            raise LoadError(f"{path}: an added token is not {{id, content}}; download it again")
+        if added["id"] not in range(len(ranks)):  # an added token that is also a vocab entry is the vocab's
+            specials[content] = added["id"]
+    try:
+        name = "bpe+nfc" if normalizer == "NFC" else "bpe"
+        return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    except ValueError as e:  # a pattern tiktoken's regex engine rejects
+        raise LoadError(f"{path}: tiktoken cannot use its pattern ({str(e)[:80]}); not supported") from e
+
+
+def hf_tokenizer(enc):
+    """(vocab {token: id}, merges ["left right"]) of a byte-level BPE Encoding, spelled in gpt2_byte_chars. tiktoken
+    merges the adjacent pair whose join has the lowest rank; Hugging Face's BPE the pair listed first in merges. So each
+    token of 2+ bytes lists every split into two tokens, in the token's rank order (the usual tiktoken conversion)."""
+    ranks = bpe_ranks(enc)
+    chars = gpt2_byte_chars()
+    spelled = {token: "".join(chars[b] for b in token) for token in ranks}
+    vocab = {spelled[token]: i for token, i in ranks.items()}
+    vocab[EOT] = enc.eot_token
+    merges = []
+    for token in sorted(ranks, key=ranks.get):
+        splits = [(token[:k], token[k:]) for k in range(1, len(token))]
+        splits = sorted((ranks[a], ranks[b], a, b) for a, b in splits if a in ranks and b in ranks)
+        merges += [f"{spelled[a]} {spelled[b]}" for _, _, a, b in splits]
+    return vocab, merges
