@@ -475,7 +475,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
 
     import tasks
     from plumbing.checkpoint import LoadError, load_checkpoint, load_model
-    from plumbing.tokenizer import TEMPLATES, encode_prompt, stop_ids
+    from plumbing.tokenizer import TEMPLATES, choose_template, encode_prompt, stop_ids, template_name
 
     about = "Sample G completions per question from a checkpoint (train.py's or GPT-2's) and show each answer read."
     p = argparse.ArgumentParser(description=about, allow_abbrev=False)  # --temp is not --temperature
@@ -490,6 +490,7 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
     p.add_argument(
         "--prompt", help=f"a template holding {{question}}, or one of {', '.join(TEMPLATES)}; None: the file's"
     )
+    p.add_argument("--show_tokens", action="store_true", help="print each prompt's token pieces")
     args = p.parse_args()
     try:
         device = torch.device(args.device)
@@ -506,20 +507,25 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         except LoadError:
             saved = None
         task = tasks.TASKS[saved["task"]](argparse.Namespace(**saved)) if saved and "task" in saved else tasks.Task()
-        prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt
-        if "{question}" not in prompt:
-            raise ValueError(
-                f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor holds {{question}}"
-            )
+        prompt = choose_template(args.prompt, prompt, enc, args.ckpt)  # --prompt, else the file's (chat) format
         prompts = [encode_prompt(enc, prompt, q) for q in args.question]  # a special token's text in q stays text
+        questions = [task.problem(q) for q in args.question]  # what each answer is read against
         T = max(1, min(args.max_new_tokens, model.config.block_size - max(map(len, prompts))))  # what fits
         gen = torch.Generator(device).manual_seed(args.seed)
         stops = stop_ids(model.config, enc, prompt)
         roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=stops, generator=gen)
     except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag, device or data: one line, no traceback
         sys.exit("error: " + " ".join(str(e).splitlines()))
+    ending = ", ".join(repr(enc.decode([i])) for i in stops)
+    print(f"template: {template_name(prompt)}; a completion ends at {ending} or after {T} tokens")
+    ends = roll.completion[torch.arange(len(roll.lengths)), (roll.lengths - 1).clamp(min=0)].tolist()  # (N,) last ids
     for i, text in enumerate(completions_text(roll, enc)):
         if i % args.G == 0:
             print(f"=== {args.question[i // args.G]}")
-        answer = task.answer(task.problem(args.question[i // args.G]), text)  # the task's: a number's value, ...
-        print(f"--- sample {i % args.G + 1}: answer {None if answer is None else str(answer)!r}\n{text}")
+            if args.show_tokens:
+                pieces = [enc.decode_single_token_bytes(t).decode("utf-8", "replace") for t in prompts[i // args.G]]
+                print("prompt pieces:", pieces)
+        answer = task.answer(questions[i // args.G], text)  # the task's: a number's value, ...
+        end = f"the limit of {T} tokens" if roll.truncated[i] else repr(enc.decode([ends[i]]))
+        shown = None if answer is None else str(answer)
+        print(f"--- sample {i % args.G + 1}: answer {shown!r}, ended by {end}\n{text}")

@@ -34,9 +34,9 @@ import reward
 import sample
 import tasks
 from model import GPT, GPTConfig, best_device, bf16_supported
-from plumbing import checkpoint, cli
+from plumbing import checkpoint, cli, tokenizer
 from plumbing.cli import bounded, die
-from plumbing.tokenizer import PROMPT, TEMPLATES, byte_tokenizer, encode_prompt, encode_text, frequent_words, stop_ids
+from plumbing.tokenizer import PROMPT, TEMPLATES, choose_template, encode_prompt, encode_text, stop_ids
 
 # ---------------- config. PLUMBING: a learner may skip it; try not to modify it
 CUDA = torch.cuda.is_available()  # the sizes follow it
@@ -141,19 +141,18 @@ def score(net, roll, rows, temperature, with_entropy=False):  # log π (n, T) of
 # ---------------- task and model
 task = tasks.TASKS[args.task](args)  # held-out problems; a sampler of the others
 if scratch:  # tokens: bytes and the task's words
-    enc = byte_tokenizer(frequent_words(task.texts(PROMPT)))
+    enc = tokenizer.byte_tokenizer(tokenizer.frequent_words(task.texts(PROMPT)))
     prompt = PROMPT
     shape = dict(block_size=args.block_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(GPTConfig(vocab_size=enc.n_vocab, **shape))
 else:  # a checkpoint or a Hugging Face folder, with its tokenizer and template
     model, enc, prompt = checkpoint.load_model(run.ckpt if ckpt else args.init_from)
     vars(args).update(cli.shape(model))
-prompt = TEMPLATES.get(args.prompt, args.prompt) or prompt  # --prompt: a family's chat format, or your own
-if "{question}" not in prompt:
-    die(f"--prompt {args.prompt!r} is neither one of {', '.join(TEMPLATES)} nor a template holding {{question}}")
+prompt = choose_template(args.prompt, prompt, enc, args.init_from)  # --prompt, else the file's (chat) format
 model = model.to(device)
 if master:
-    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), f"device={device} bf16={bf16}")
+    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), end=" ")
+    print(f"device={device} bf16={bf16} template={tokenizer.template_name(prompt)}")
 STOPS = stop_ids(model.config, enc, prompt)  # the ids that end a completion; EOS = STOPS[0] pads and ends solutions
 EOS = STOPS[0]
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work

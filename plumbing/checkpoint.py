@@ -129,13 +129,15 @@ def _check_checkpoint(ckpt, path):
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
-    ranks = ckpt.get("tokenizer_ranks")  # a BPE's: None for "bytes", may be for GPT-2 (its files), never for the rest
-    if (ranks is not None or ckpt["tokenizer"] in ("words", "bpe", "bpe+nfc")) and not is_byte_bpe(ranks):
-        raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
     specials = ckpt.get("tokenizer_specials")
     typed = isinstance(specials, dict) and all(type(k) is str and type(i) is int for k, i in specials.items())
-    if ckpt["tokenizer"].startswith("bpe") and not (isinstance(ckpt.get("tokenizer_pattern"), str) and typed):
+    json_bpe = ckpt["tokenizer"].startswith("bpe")  # a tokenizer.json's: its own pattern and specials
+    if json_bpe and not (isinstance(ckpt.get("tokenizer_pattern"), str) and typed):
         raise LoadError(f"{path}: its tokenizer's pattern or special tokens are missing; the file is damaged")
+    ranks = ckpt.get("tokenizer_ranks")  # a BPE's: None for "bytes", may be for GPT-2 (its files), never for the rest
+    needs_ranks = ranks is not None or ckpt["tokenizer"] in ("words", "bpe", "bpe+nfc")
+    if needs_ranks and not is_byte_bpe(ranks, specials if json_bpe else None):
+        raise LoadError(f"{path}: its tokenizer's ranks are not a byte-level BPE's; the file is damaged")
     try:
         intact = ckpt["digest"] == digest(ckpt)
     except (RecursionError, TypeError, ValueError, RuntimeError):  # nested too deeply, or not plain data
@@ -434,7 +436,11 @@ def load_model(path, device="cpu"):
         raise LoadError(f"{file} holds a {type(obj).__name__}, neither a checkpoint nor Hugging Face weights; pick one")
     if enc.n_vocab > config.vocab_size or (config.arch == "gpt2" and enc.n_vocab != config.vocab_size):
         n = config.vocab_size  # the Llama family may pad its embedding past the tokenizer (Qwen: 151,936 rows)
-        raise LoadError(f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}: use its own files")
+        extra = [enc.decode_single_token_bytes(i).decode("utf-8", "replace") for i in range(n, min(n + 4, enc.n_vocab))]
+        named = f" ({', '.join(map(repr, extra[:3]))}{', ...' if len(extra) > 3 else ''} from id {n})" if extra else ""
+        raise LoadError(
+            f"{file} has {n} token ids but tokenizer {enc.name!r} has {enc.n_vocab}{named}: use its own files"
+        )
     try:
         stop_ids(config, enc)  # a model whose tokenizer has no <|endoftext|> must name its stop ids
     except ValueError as e:

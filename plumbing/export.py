@@ -18,14 +18,18 @@ import sys
 
 import torch
 
+from plumbing import hf
 from plumbing.checkpoint import load_model
 from plumbing.cli import die
 from plumbing.files import LoadError, is_regular_file, remove_stale_temps, temp_name
 from plumbing.hf import CONV1D, GPT2_FIXED, SAFETENSORS_DTYPES
 from plumbing.tokenizer import EOT, hf_tokenizer
 
-# what export writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one
+# what export writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one;
+# a Llama-family model's stop ids and chat template
 HF_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+HF_FILES += ("generation_config.json", "chat_template.jinja")
+LLAMA_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 ST_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}  # torch dtype -> its name in a header
 
 
@@ -51,9 +55,10 @@ def write_safetensors(path, tensors):
 
 
 def export(model, enc, prompt, folder):
-    """Write `folder` as Hugging Face's GPT-2 (HF_FILES) from a model, its tokenizer and prompt template: transformers'
-    GPT2LMHeadModel and GPT2Tokenizer(Fast) load it with this model's logits and token ids; so does load_model.
-    `folder` may be new, empty or an earlier export (replaced); anything else in it is refused."""
+    """Write `folder` as a Hugging Face folder from a model, its tokenizer and prompt template: GPT-2's (gpt2_files)
+    or its Llama family's (llama_files). transformers loads it with this model's logits and token ids; load_model
+    loads it back, the same weights, tokenizer and template. `folder` may be new, empty or an earlier export
+    (replaced); anything else in it is refused."""
     given = os.fspath(folder)
     folder = os.path.realpath(given)  # a link to a folder stays a link: its target is written; the temp goes beside it
     if os.path.lexists(folder) and not os.path.isdir(folder):
@@ -61,9 +66,16 @@ def export(model, enc, prompt, folder):
     why = _export_misfit(folder) if os.path.isdir(folder) else None
     if why:  # an earlier export is replaced whole; anything else is the user's
         raise LoadError(f"{given} {why}; give a new or empty folder")
+    if os.path.islink(given) and not os.path.exists(given):
+        raise LoadError(f"{given} is a link to nothing; give a folder to export to")
+    files = gpt2_files if model.config.arch == "gpt2" else llama_files
+    _write_folder(folder, *files(model, enc, prompt))
+
+
+def gpt2_files(model, enc, prompt):
+    """({file name: text}, {tensor name: tensor}) of Hugging Face's GPT-2: GPT2LMHeadModel and GPT2Tokenizer(Fast)
+    read them."""
     cfg = model.config
-    if cfg.arch != "gpt2":  # its own folder (config.json, tokenizer.json) stays what transformers reads
-        raise LoadError("export writes GPT-2's layout; a Llama-family model is not exported: use its own folder")
     if not cfg.bias:
         raise LoadError("this model has no biases and GPT-2 has; it cannot be exported as GPT-2")
     tensors = {}  # GPT2LMHeadModel's own names; lm_head.weight is wte.weight (tied): not stored, as transformers does
@@ -79,6 +91,7 @@ def export(model, enc, prompt, folder):
     config |= dict(bos_token_id=eot, eos_token_id=eot, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout
     config["nanogrpo_prompt"] = prompt  # for load_model; transformers keeps an unknown key as an attribute
     vocab, merges = hf_tokenizer(enc)
+    vocab[EOT] = eot
     byte_level = dict(type="ByteLevel", add_prefix_space=False, trim_offsets=True, use_regex=True)  # GPT2_PAT
     special = dict(id=eot, content=EOT, single_word=False, lstrip=False, rstrip=False, normalized=True, special=True)
     bpe = dict(type="BPE", dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="")
@@ -91,7 +104,51 @@ def export(model, enc, prompt, folder):
     texts["vocab.json"] = json.dumps(vocab, ensure_ascii=False)
     texts["merges.txt"] = "#version: 0.2\n" + "".join(m + "\n" for m in merges)  # the header line both readers skip
     texts["tokenizer.json"] = json.dumps(fast, ensure_ascii=False)
-    _write_folder(folder, texts, tensors)
+    return texts, tensors
+
+
+def llama_files(model, enc, prompt):
+    """({file name: text}, {tensor name: tensor}) of a Llama-family folder in its family's spelling (model_type qwen2
+    with q/k/v biases, qwen3 with q/k norms, else llama), as hf.llama_folder reads it: config.json, model.safetensors,
+    tokenizer.json (the pattern as a Split regex, the specials as added tokens), tokenizer_config.json,
+    generation_config.json (the stop ids) and chat_template.jinja, which renders the run's prompt template for the
+    last user message: one turn, the assistant's header included, the format the run trained on."""
+    c = model.config
+    if c.qkv_bias and c.qk_norm:
+        raise LoadError("this model has q/k/v biases and q/k norms: no Llama-family config.json spells both")
+    kind = "qwen2" if c.qkv_bias else "llama"
+    if c.qk_norm:
+        kind = "qwen3"
+    scaling = {"rope_type": "llama3", **c.rope_scaling} if c.rope_scaling else None
+    config = dict(architectures=[LLAMA_CLASSES[kind]], model_type=kind, vocab_size=c.vocab_size, hidden_size=c.n_embd)
+    config |= dict(intermediate_size=c.mlp_size, num_hidden_layers=c.n_layer, num_attention_heads=c.n_head)
+    config |= dict(num_key_value_heads=c.kv_heads, head_dim=c.head_size, max_position_embeddings=c.block_size)
+    config |= dict(rms_norm_eps=c.norm_eps, rope_theta=c.rope_theta, rope_scaling=scaling, hidden_act="silu")
+    config |= dict(tie_word_embeddings=c.tie_embeddings, attention_bias=False, mlp_bias=False, use_sliding_window=False)
+    config |= dict(eos_token_id=list(c.stop_ids), torch_dtype="float32", nanogrpo_prompt=prompt)
+    vocab, merges = hf_tokenizer(enc)
+    added = [
+        dict(id=i, content=s, single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
+        for s, i in sorted(enc._special_tokens.items(), key=lambda item: item[1])
+    ]
+    split = dict(type="Split", pattern=dict(Regex=enc._pat_str), behavior="Isolated", invert=False)
+    byte_level = dict(type="ByteLevel", add_prefix_space=False, trim_offsets=True, use_regex=False)
+    bpe = dict(type="BPE", dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="")
+    bpe |= dict(fuse_unk=False, byte_fallback=False, ignore_merges=False, vocab=vocab, merges=merges)
+    fast = dict(version="1.0", truncation=None, padding=None, added_tokens=added)
+    fast |= dict(normalizer=dict(type="NFC") if enc.name == "bpe+nfc" else None, post_processor=None)
+    fast |= dict(pre_tokenizer=dict(type="Sequence", pretokenizers=[split, byte_level]), decoder=byte_level, model=bpe)
+    pad = c.stop_ids[0] if c.stop_ids else None  # the first stop id pads, as in sample.py
+    eos = None if pad is None else enc.decode([pad])
+    tok_config = dict(tokenizer_class="PreTrainedTokenizerFast", eos_token=eos, pad_token=eos)
+    tok_config |= dict(model_max_length=c.block_size, clean_up_tokenization_spaces=False)
+    before, _, after = prompt.partition("{question}")
+    texts = {"config.json": json.dumps(config, indent=2), "tokenizer.json": json.dumps(fast, ensure_ascii=False)}
+    texts["tokenizer_config.json"] = json.dumps(tok_config, indent=2)
+    texts["generation_config.json"] = json.dumps(dict(eos_token_id=list(c.stop_ids), pad_token_id=pad), indent=2)
+    last_user_turn = "{{- messages[-1]['content'] -}}"  # Jinja: what the user wrote last
+    texts["chat_template.jinja"] = f"{{{{- {json.dumps(before)} -}}}}{last_user_turn}{{{{- {json.dumps(after)} -}}}}"
+    return texts, hf.llama_tensors(model)
 
 
 def _names_misfit(folder):
@@ -211,4 +268,4 @@ if __name__ == "__main__":  # python -m plumbing.export CKPT DIR
         export(model, enc, prompt, args.dir)
     except (LoadError, OSError) as e:  # a user's error: one line
         die(e)
-    print(f"wrote {args.dir}: {', '.join(HF_FILES)}")
+    print(f"wrote {args.dir}: {', '.join(sorted(os.listdir(args.dir)))}")

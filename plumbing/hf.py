@@ -26,7 +26,7 @@ import torch
 
 from model import GPT, GPTConfig, device_memory
 from plumbing.files import LoadError, check_file, read_json
-from plumbing.tokenizer import PROMPT, tokenizer_from_json
+from plumbing.tokenizer import PROMPT, TEMPLATES, chat_format, tokenizer_from_json
 
 SAFETENSORS_DTYPES = dict(F64=torch.float64, F32=torch.float32, F16=torch.float16, BF16=torch.bfloat16, BOOL=torch.bool)
 SAFETENSORS_DTYPES |= dict(I64=torch.int64, I32=torch.int32, I16=torch.int16, I8=torch.int8, U8=torch.uint8)
@@ -357,18 +357,41 @@ def eos_ids(folder, vocab_size):
     return []
 
 
+def chat_template(folder):
+    """The folder's Jinja chat template: chat_template.jinja, else tokenizer_config.json's chat_template (a text, or
+    the one named "default" in a list of them); None where it has none."""
+    path = os.path.join(folder, "chat_template.jinja")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(10**6)  # the longest real ones are a few kB
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    jinja = read_json(cfg_path, "download it again").get("chat_template") if os.path.isfile(cfg_path) else None
+    if isinstance(jinja, list):
+        jinja = next((t.get("template") for t in jinja if isinstance(t, dict) and t.get("name") == "default"), None)
+    return jinja if isinstance(jinja, str) else None
+
+
 def llama_folder(tensors, folder, path):
     """(GPTConfig, state dict, tokenizer, prompt template) of a Llama-family folder: config.json, the weights and
-    tokenizer.json, its stop ids (eos_ids) in the config."""
+    tokenizer.json, its stop ids (eos_ids) in the config. The template is config.json's nanogrpo_prompt (an export's),
+    else the TEMPLATES entry of its chat format (tokenizer.chat_format), PROMPT where the folder has no chat template,
+    None where nanogrpo does not know it."""
     cfg_path = os.path.join(folder, "config.json")
-    config = llama_config(read_json(cfg_path, "download it again"), cfg_path)
+    settings = read_json(cfg_path, "download it again")
+    config = llama_config(settings, cfg_path)
     tok_path = os.path.join(folder, "tokenizer.json")
     if not os.path.isfile(tok_path):
         raise LoadError(f"{folder} has no tokenizer.json; download it beside config.json")
     enc = tokenizer_from_json(tok_path)
     stops = eos_ids(folder, config.vocab_size)
     config.stop_ids = tuple(stops)
-    return config, llama_weights(tensors, config, path), enc, PROMPT
+    jinja = chat_template(folder)
+    prompt = PROMPT if jinja is None else TEMPLATES.get(chat_format(jinja))
+    saved = settings.get("nanogrpo_prompt")  # an export's: the run's own template
+    if saved is not None and not (isinstance(saved, str) and "{question}" in saved):
+        raise LoadError(f"{cfg_path}: nanogrpo_prompt {reprlib.repr(saved)} lacks {{question}}; fix it or remove it")
+    prompt = saved or prompt
+    return config, llama_weights(tensors, config, path), enc, prompt
 
 
 def model_type(folder):

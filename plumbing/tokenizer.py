@@ -11,6 +11,7 @@ A prompt template is a text holding {question}; TEMPLATES names each instruct fa
 keeps a template's special tokens special and the question plain text; stop_ids says which ids end a completion.
 """
 
+import functools
 import os
 import re
 import reprlib
@@ -34,14 +35,31 @@ TEMPLATES = {
     "smollm2": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
     "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
 }
+# the markers that tell each family's Jinja chat template (a folder's chat_template.jinja), the first that matches
+CHAT_FORMATS = {
+    "smollm2": ("<|im_start|>", "named SmolLM"),
+    "qwen2.5": ("<|im_start|>", "You are Qwen"),
+    "qwen3": ("<|im_start|>", "<think>"),
+    "llama3": ("<|start_header_id|>", "<|eot_id|>"),
+}
+MARKER = re.compile(r"<\|[^|<>\s]{1,40}\|>")  # a chat format's special marker: <|im_start|>, <|eot_id|>
 # GPT-2's pre-tokenizer regex (tiktoken's "gpt2" uses an equivalent, faster spelling of it)
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def is_byte_bpe(ranks):
-    """Whether `ranks` are a byte-level BPE's {token bytes: id}: ids 0..n-1 once each, each of the 256 bytes a token."""
+def is_byte_bpe(ranks, specials=None):
+    """Whether `ranks` {token bytes: id} (with `specials` {text: id}, if given) are a byte-level BPE's: ids 0..n-1 once
+    each over both. Without specials (ours and GPT-2's: <|endoftext|> comes after the ranks) each of the 256 bytes is a
+    token; a tokenizer.json's vocabulary (with its specials) may lack bytes that text rarely holds (encode_text)."""
     typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
-    return typed and sorted(ranks.values()) == list(range(len(ranks))) and all(bytes([b]) in ranks for b in range(256))
+    named = (
+        specials is None
+        or isinstance(specials, dict)
+        and all(type(k) is str and type(i) is int for k, i in specials.items())
+    )
+    ids = sorted([*ranks.values(), *(specials or {}).values()]) if typed and named else None
+    every_byte = specials is not None or all(bytes([b]) in ranks for b in range(256))
+    return ids is not None and ids == list(range(len(ids))) and every_byte
 
 
 def bpe_encoding(name, ranks):
@@ -95,6 +113,40 @@ def stop_ids(config, enc, template=""):
     return [enc.eot_token]
 
 
+def chat_format(jinja):
+    """The TEMPLATES name of a Jinja chat template's family (CHAT_FORMATS), or None: not one nanogrpo knows."""
+    return next((name for name, marks in CHAT_FORMATS.items() if all(m in jinja for m in marks)), None)
+
+
+def choose_template(flag, saved, enc, source):
+    """The prompt template of a run: --prompt's (`flag`: a TEMPLATES name or a text holding {question}), else the model
+    file's (`saved`; None: a chat format nanogrpo does not know, from `source`). LoadError, one line, when neither
+    gives one, when it lacks {question}, or when it holds a marker (<|...|>) that is no special token of `enc`: the
+    marker would then be text, and the model would never see its own format."""
+    template = saved if flag is None else TEMPLATES.get(flag, flag)
+    if template is None:
+        raise LoadError(
+            f"{source}'s chat template is not one nanogrpo knows: give --prompt, one of {', '.join(TEMPLATES)} or a "
+            "template holding {question}"
+        )
+    if "{question}" not in template:
+        raise LoadError(
+            f"--prompt {flag!r} is neither one of {', '.join(TEMPLATES)} nor a template holding {{question}}"
+        )
+    stray = sorted(set(MARKER.findall(template)) - enc.special_tokens_set)
+    if stray:
+        raise LoadError(
+            f"the prompt template's {', '.join(stray)} is no special token of this tokenizer, so it would be text: "
+            f"give --prompt the model's own format ({', '.join(TEMPLATES)})"
+        )
+    return template
+
+
+def template_name(template):
+    """The TEMPLATES name of a template, or "custom"."""
+    return next((name for name, text in TEMPLATES.items() if text == template), "custom")
+
+
 def encode_prompt(enc, template, question):
     """Token ids of `template` with `question` in place of {question}. The template's own special tokens (a chat
     format's <|im_start|>, <|eot_id|>) are specials; everything else, the question included, is plain text, so a
@@ -114,10 +166,31 @@ def encode_prompt(enc, template, question):
 
 def encode_text(enc, text):
     """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
-    tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json)."""
+    tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json). A byte that is no token of the vocabulary
+    (missing_bytes) is dropped from its pre-token piece, whose other bytes then merge as if it were not there: what
+    Hugging Face's tokenizers does ("!\x04!" is SmolLM2's "!!"). tiktoken cannot, so such a text is split here with
+    the pattern (by `regex`, the engine tiktoken itself requires) and each piece's kept bytes go to tiktoken's BPE."""
     if enc.name == "bpe+nfc":
         text = unicodedata.normalize("NFC", text)
-    return enc.encode(text, disallowed_special=())
+    missing = missing_bytes(enc)
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw.translate(None, missing)) == len(raw):  # every byte a token: tiktoken alone
+        return enc.encode(text, disallowed_special=())
+    import regex  # only here: tiktoken's own dependency, for the pattern's \p classes
+
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # a lone surrogate: U+FFFD, as tiktoken
+    ids = []
+    for piece in regex.findall(enc._pat_str, text):
+        kept = piece.encode("utf-8").translate(None, missing)
+        ids += enc._encode_single_piece(kept) if kept else []
+    return ids
+
+
+@functools.cache
+def missing_bytes(enc):
+    """The single bytes that are no token of `enc`'s vocabulary, as a bytes object: b"" for ours and GPT-2's; 21 for
+    SmolLM2's (192, 193, 241, 242, 245-255, which UTF-8 text never or hardly holds, and six control characters)."""
+    return bytes(b for b in range(256) if bytes([b]) not in enc._mergeable_ranks)
 
 
 def get_tokenizer(name="bytes", folder=None):
@@ -214,15 +287,17 @@ def tokenizer_from_json(path):
         if not token or type(i) is not int or any(c not in byte_of for c in token):
             raise LoadError(f"{path}: token {token!r} is not spelled in byte-level characters; not a byte-level BPE")
         ranks[bytes(byte_of[c] for c in token)] = i
-    if not is_byte_bpe(ranks):
-        raise LoadError(f"{path}: its vocab's ids are not 0..n-1 once each with the 256 bytes; download it again")
     specials = {}
     for added in tok.get("added_tokens") or []:
         content = added.get("content") if isinstance(added, dict) else None
         if not isinstance(content, str) or type(added.get("id")) is not int:
             raise LoadError(f"{path}: an added token is not {{id, content}}; download it again")
-        if added["id"] not in range(len(ranks)):  # an added token that is also a vocab entry is the vocab's
-            specials[content] = added["id"]
+        specials[content] = added["id"]
+        mine = content.encode()  # an added token that is also a vocab entry (SmolLM2's <|im_start|>) is a special
+        if ranks.get(mine) == added["id"]:
+            del ranks[mine]
+    if not is_byte_bpe(ranks, specials):
+        raise LoadError(f"{path}: its vocab's and added tokens' ids are not 0..n-1 once each; download it again")
     try:
         name = "bpe+nfc" if normalizer == "NFC" else "bpe"
         return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
@@ -231,14 +306,14 @@ def tokenizer_from_json(path):
 
 
 def hf_tokenizer(enc):
-    """(vocab {token: id}, merges ["left right"]) of a byte-level BPE Encoding, spelled in gpt2_byte_chars. tiktoken
+    """(vocab {token: id}, merges ["left right"]) of a byte-level BPE Encoding, its special tokens left out (GPT-2's
+    vocab.json lists <|endoftext|>, a tokenizer.json its added tokens), spelled in gpt2_byte_chars. tiktoken
     merges the adjacent pair whose join has the lowest rank; Hugging Face's BPE the pair listed first in merges. So each
     token of 2+ bytes lists every split into two tokens, in the token's rank order (the usual tiktoken conversion)."""
     ranks = bpe_ranks(enc)
     chars = gpt2_byte_chars()
     spelled = {token: "".join(chars[b] for b in token) for token in ranks}
     vocab = {spelled[token]: i for token, i in ranks.items()}
-    vocab[EOT] = enc.eot_token
     merges = []
     for token in sorted(ranks, key=ranks.get):
         splits = [(token[:k], token[k:]) for k in range(1, len(token))]
