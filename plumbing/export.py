@@ -139,7 +139,7 @@ def llama_files(model, enc, prompt):
     fast |= dict(normalizer=dict(type="NFC") if enc.name == "bpe+nfc" else None, post_processor=None)
     fast |= dict(pre_tokenizer=dict(type="Sequence", pretokenizers=[split, byte_level]), decoder=byte_level, model=bpe)
     pad = c.stop_ids[0] if c.stop_ids else None  # the first stop id pads, as in sample.py
-    eos = None if pad is None else enc.decode([pad])
+    eos = enc.decode([pad]) if pad is not None and pad < enc.n_vocab else None  # an id past the tokenizer: none
     tok_config = dict(tokenizer_class="PreTrainedTokenizerFast", eos_token=eos, pad_token=eos)
     tok_config |= dict(model_max_length=c.block_size, clean_up_tokenization_spaces=False)
     before, _, after = prompt.partition("{question}")

@@ -23,7 +23,7 @@ from plumbing import hf
 from plumbing.checkpoint import load_checkpoint, load_model, save_checkpoint
 from plumbing.export import write_safetensors
 from plumbing.files import LoadError
-from plumbing.tokenizer import TEMPLATES, encode_prompt, encode_text, stop_ids, tokenizer_from_json
+from plumbing.tokenizer import TEMPLATES, choose_template, encode_prompt, encode_text, stop_ids, tokenizer_from_json
 from sample import completions_text, generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +40,16 @@ FAMILIES = {  # model_type, GPTConfig, the tokenizer fixture, and its stop ids (
         [557, 560],
     ),
     "smollm2": ("llama", GPTConfig(**LLAMA, n_kv_head=4, rope_theta=1e5, norm_eps=1e-5), "smollm2", [540]),
+    # as the real SmolLM2's: its special tokens the vocabulary's first ids, 21 single bytes missing
+    "smollm2_real": ("llama", GPTConfig(**LLAMA, n_kv_head=2, rope_theta=1e5, norm_eps=1e-5), "smollm2_real", [2]),
 }
+# the real SmolLM2-135M-Instruct's chat_template.jinja, as its folder holds it
+SMOLLM2_JINJA = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' "
+    "+ message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 
 def random_model(config, seed=0):
@@ -254,8 +263,10 @@ def test_a_tokenizer_that_is_not_a_byte_level_bpe_with_a_split_is_refused(tmp_pa
 # ----------------------------------------------------------------------------- tokenizers, templates, stops
 
 
-@pytest.mark.parametrize("name", ["qwen", "llama3", "smollm2"])
+@pytest.mark.parametrize("name", ["qwen", "llama3", "smollm2", "smollm2_real"])
 def test_tokenizer_json_gives_the_ids_hugging_face_gave(name):
+    """smollm2_real lacks 21 single bytes, as the real SmolLM2's vocabulary: a text holding one ("!\x04!") drops it
+    from its piece and merges the rest ("!!"), as Hugging Face's tokenizers does."""
     with open(os.path.join(FIXTURES, "expected_ids.json"), encoding="utf-8") as f:
         expected = json.load(f)[name]
     enc = tokenizer_from_json(os.path.join(FIXTURES, f"{name}.json"))
@@ -378,9 +389,57 @@ def test_a_folder_without_stop_ids_or_endoftext_and_a_template_without_question_
     assert run.stderr.count("\n") == 1, run.stderr
 
 
-def test_a_llama_family_model_is_not_exported_but_refused_in_one_line(tmp_path):
-    model = random_model(FAMILIES["qwen3"][1])
-    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
-    with pytest.raises(LoadError, match="a Llama-family model is not exported"):
-        hf_export.export(model, enc, TEMPLATES["qwen3"], tmp_path / "out")
-    assert not os.path.exists(tmp_path / "out")
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_a_llama_family_model_exports_and_loads_back_bit_for_bit(tmp_path, name):
+    """plumbing/export.llama_files: a folder in its family's spelling that load_model reads back to the same weights,
+    config, tokenizer (ranks, pattern, specials) and template (transformers' side: tests/check_real.py)."""
+    kind, config, tokenizer, stops = FAMILIES[name]
+    write_folder(tmp_path / "src", name, random_model(config))
+    model, enc, _ = load_model(tmp_path / "src")
+    template = TEMPLATES["llama3"] if tokenizer == "llama3" else TEMPLATES["qwen3"]
+    hf_export.export(model, enc, template, tmp_path / "out")
+    back, enc_back, template_back = load_model(tmp_path / "out")
+    assert back.config == model.config and template_back == template
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), back.state_dict().values()))
+    assert enc_back._mergeable_ranks == enc._mergeable_ranks and enc_back._special_tokens == enc._special_tokens
+    assert enc_back._pat_str == enc._pat_str and enc_back.name == enc.name
+    with open(tmp_path / "out" / "config.json") as f:
+        assert json.load(f)["model_type"] == kind
+    with open(tmp_path / "out" / "chat_template.jinja") as f:
+        assert "messages[-1]['content']" in f.read()
+    hf_export.export(model, enc, template, tmp_path / "out")  # an earlier export is replaced
+    assert load_model(tmp_path / "out")[2] == template
+
+
+def test_a_folders_chat_template_picks_its_format_or_is_refused_in_one_line(tmp_path):
+    """The folder's own chat format without --prompt: chat_template.jinja or tokenizer_config.json's chat_template;
+    none: the plain prompt; one nanogrpo does not know: refused in one line naming --prompt's choices. A template whose
+    markers are not the tokenizer's specials is refused, not encoded as text."""
+    write_folder(tmp_path / "m", "smollm2_real", random_model(FAMILIES["smollm2_real"][1]))
+    assert load_model(tmp_path / "m")[2] == TEMPLATES["plain"]  # no chat template: a base model's prompt
+    (tmp_path / "m" / "chat_template.jinja").write_text(SMOLLM2_JINJA)
+    model, enc, prompt = load_model(tmp_path / "m")
+    assert prompt == TEMPLATES["smollm2"] and choose_template(None, prompt, enc, "m") == prompt
+    os.remove(tmp_path / "m" / "chat_template.jinja")
+    config = dict(chat_template=[dict(name="tool_use", template="x"), dict(name="default", template=SMOLLM2_JINJA)])
+    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps(config))
+    assert load_model(tmp_path / "m")[2] == TEMPLATES["smollm2"]
+    (tmp_path / "m" / "chat_template.jinja").write_text("{{ '[INST] ' + messages[0]['content'] + ' [/INST]' }}")
+    assert load_model(tmp_path / "m")[2] is None
+    with pytest.raises(LoadError, match="m's chat template is not one nanogrpo knows: give --prompt, one of plain"):
+        choose_template(None, None, enc, "m")
+    assert choose_template("[INST] {question} [/INST]", None, enc, "m") == "[INST] {question} [/INST]"
+    with pytest.raises(LoadError, match="<.eot_id.>, <.start_header_id.> is no special token of this tokenizer"):
+        choose_template("llama3", prompt, enc, "m")
+    cmd = [sys.executable, "train.py", "--init_from", str(tmp_path / "m"), "--out_dir", str(tmp_path / "o")]
+    run = subprocess.run([*cmd, "--steps", "0"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 1 and "chat template is not one nanogrpo knows" in run.stderr, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_refused_naming_its_extra_tokens(tmp_path):
+    config = dataclasses.replace(FAMILIES["qwen2"][1], vocab_size=541)  # the fixture's specials reach id 542
+    write_folder(tmp_path / "m", "qwen2", random_model(config))
+    os.remove(tmp_path / "m" / "generation_config.json")  # its stop ids are past the embedding too
+    with pytest.raises(LoadError, match=r"has 541 token ids but tokenizer 'bpe\+nfc' has 543 \('<\|im_start\|>', '<"):
+        load_model(tmp_path / "m")
