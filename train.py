@@ -179,6 +179,7 @@ def warm_start(key):  # supervised fine-tuning on the teacher's solutions
     t0 = time.time()
     rng = random.Random(f"{args.seed}-sft")  # its problems
     opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, betas=(0.9, 0.95), weight_decay=0.1)
+    shown = [t0, 0, torch.zeros((), device=device)]  # progress: when last printed, steps since, their Σ loss
     for it in range(1, args.sft_steps + 1):
         cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * it / args.sft_steps))  # from 1 down to 0.1
         opt.param_groups[0]["lr"] = args.sft_lr * min(1, it / 100) * cosine  # warmup over 100 steps
@@ -189,10 +190,14 @@ def warm_start(key):  # supervised fine-tuning on the teacher's solutions
         for rows in roll.micro_batches(args.micro_batch):
             nll = -score(fwd, roll, rows, 1.0)[roll.completion_mask[rows]].sum() / num_tokens
             nll.backward()
+            shown[2] += nll.detach()
         if torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):  # no NaN reaches the weights
             opt.step()
-        if it % 100 == 0 or it == args.sft_steps:
-            print(f"warm start {it}/{args.sft_steps}", flush=True)
+        shown[1] += 1
+        if it in (1, args.sft_steps) or time.time() - shown[0] >= 10:  # a line every 10 s, with its mean loss
+            loss = shown[2].item() / shown[1]
+            print(f"warm start {it}/{args.sft_steps}: loss {loss:.3f} nats/token, {time.time() - t0:.0f}s", flush=True)
+            shown = [time.time(), 0, torch.zeros((), device=device)]
     checkpoint.save_checkpoint(run.warm, model, enc, prompt, key=key, seconds=time.time() - t0)
 
 
@@ -276,6 +281,10 @@ def log_step(roll, rewards, correct, old_logp, stats, entropy, sampled, t0):  # 
     record |= {**stats, "entropy": all_sum(entropy).item(), "dt": dt, "tok_s": stats["num_tokens"] / dt}
     record |= {"dead_frac_sampled": drawn[0] / drawn[1], "rounds": drawn[2] / world}  # before --dynamic
     run.log(record, [k for k in SHOW if k not in still])
+    opening.append(record["dead_frac"])  # the run's first steps' shares of dead groups
+    if master and len(opening) == 3 and min(opening) == 1:  # no gradient yet: say what usually causes it
+        cut = f"{record['truncated']:.0%} cut at the limit"
+        print(f"WARNING: every group dead for 3 steps; check --prompt, --max_new_tokens ({cut}) and what is paid")
     if master and record["logp_gap"] > (0.1 if bf16 else 1e-3):
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: π_old is not scored as the sampler drew")
 
@@ -293,6 +302,7 @@ still |= {"kl"} if args.beta == 0 else set()
 still |= {"clip_frac_low", "clip_frac_high"} if args.mu == 1 and args.ratio == "token" else set()  # ρ ≡ 1
 run.catch_ctrl_c()  # Ctrl-C: every rank finishes the step, then the run saves
 stopping = False  # any rank's Ctrl-C
+opening = []  # dead_frac of the run's first steps (log_step)
 if master and not ckpt:
     evaluate()  # the starting point
 variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import re
 import runpy
 import signal
 import subprocess
@@ -164,6 +165,24 @@ def test_warm_start_is_cached_and_eval_size_does_not_redo_it(tmp_path):
     assert "warm start 3/3" not in r.stdout and "warm start: 3 steps" in r.stdout  # loaded, not retrained
     r = here(*flags, "--teacher_slip", "0.5")  # another task: another warm start
     assert r.returncode == 0 and "warm start 3/3" in r.stdout, r.stderr
+
+
+def test_the_warm_start_shows_its_loss_and_a_run_of_dead_groups_is_named(tmp_path):
+    """The warm start prints its first step, then a line every 10 s, and its last, each with the mean loss since the
+    line before; a run whose every group is dead for its first 3 steps (an untrained model answers nothing right)
+    says so once, naming what to check."""
+    out = str(tmp_path / "out")
+    r = here(*TINY, "--steps", "3", "--sft_steps", "2", "--out_dir", out)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("warm start ")]
+    assert r.returncode == 0 and len(lines) == 2, r.stdout
+    for line, it in zip(lines, (1, 2)):
+        assert re.fullmatch(rf"warm start {it}/2: loss \d+\.\d{{3}} nats/token, \d+s", line), line
+    assert [rec["dead_frac"] for rec in records(out, "train")] == [1.0] * 3
+    warned = [line for line in r.stdout.splitlines() if line.startswith("WARNING: every group dead")]
+    assert warned == [
+        "WARNING: every group dead for 3 steps; check --prompt, --max_new_tokens (100% cut at the limit) "
+        "and what is paid"
+    ], r.stdout
 
 
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
@@ -543,7 +562,7 @@ def test_ctrl_c_in_a_step_that_evaluates_keeps_its_evaluation(tmp_path, monkeypa
 def test_ctrl_c_during_the_warm_start_says_what_happened(tmp_path):
     proc = start(*TINY, "--sft_steps", "100000", "--out_dir", str(tmp_path / "out"))
     for line in proc.stdout:
-        if line.startswith("warm start 100/"):
+        if line.startswith("warm start 1/"):
             proc.send_signal(signal.SIGINT)
             break
     _, err = proc.communicate(timeout=120)
