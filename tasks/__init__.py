@@ -6,10 +6,16 @@ tasks/: what a policy is trained and judged on, one task a file; this file is th
     gsm8k.py       a GSM8K-format JSONL file (--data)
     countdown.py   make the target from the given numbers (TinyZero's task), judged by its own parser
 
-A new task is one file, a subclass of Task (its problems, sample, and answer/verdict/reward if not a number's), and a
-line in TASKS: train.py's --task lists it. Where these depart from DeepSeekMath: its RL questions were GSM8K's and
-MATH's, judged by a reward model; these are a toy task that a small model learns in minutes, GSM8K's format, and
-Countdown, judged by rules, with the warm start's teacher wrong on purpose so that GRPO's groups are live.
+A new task is one file and a line in TASKS (name: fn(args) -> Task), run with --task name. Its Task subclass sets
+problems, test (held out) and key, and draws a training problem in sample(rng) as a Problem (question, the teacher's
+solution, gold); a task answered by one number needs nothing more (tests/test_train.py's Parrot, nine lines). Another
+kind overrides answer (what maj@k votes on), verdict and reward, as Countdown; its answer must give every right
+completion the same value, the right one, since maj@k takes the right value from a right completion's answer. A new
+reward is a line in REWARDS, fn(task, problems, completions, *, format_bonus) -> (N,), one problem per completion or
+per group, chosen with --reward name; accuracy always counts the task's verdict, never a reward's value.
+Where these depart from DeepSeekMath: its RL questions were GSM8K's and MATH's, judged by a reward model; these are a
+toy task that a small model learns in minutes, GSM8K's format, and Countdown, judged by rules, with the warm start's
+teacher wrong on purpose so that GRPO's groups are live.
 """
 
 from tasks.arithmetic import Arithmetic
