@@ -118,14 +118,27 @@ class Rollout:
 
 
 def completions_text(rollout, enc):
-    """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id past the
-    tokenizer (a row of an embedding padded past it, as Qwen's) decodes to nothing."""
+    """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id the
+    tokenizer cannot decode decodes to nothing: one past it (a row of an embedding padded past it, as Qwen's), or one
+    inside it that it lacks (a gap in a checkpoint's special tokens' ids), looked for only when decoding fails."""
     texts = []
     V = enc.n_vocab  # a property: read once, not per token
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
         known = [i for i in ids[: n if trunc else n - 1] if i < V]
-        texts.append(enc.decode(known, errors="replace"))
+        try:
+            texts.append(enc.decode(known, errors="replace"))
+        except KeyError:  # tiktoken's "Invalid token for decoding": keep the ids it decodes one by one
+            texts.append(enc.decode([i for i in known if _decodes(enc, i)], errors="replace"))
     return texts
+
+
+def _decodes(enc, i):
+    """Whether token id `i` is one of `enc`'s (tiktoken raises KeyError for an id it lacks)."""
+    try:
+        enc.decode_single_token_bytes(i)
+    except KeyError:
+        return False
+    return True
 
 
 def teacher_rollout(prompts, completions, eos_id=256, device="cpu"):
@@ -516,10 +529,11 @@ if __name__ == "__main__":  # python sample.py --ckpt out/ckpt.pt "Ann has 3 pen
         gen = torch.Generator(device).manual_seed(args.seed)
         stops = stop_ids(model.config, enc, prompt)
         roll = generate(model, prompts, args.G, T, args.temperature, args.top_k, eos_id=stops, generator=gen)
+        problems = [task.problem(q) for q in args.question]  # what each question poses, read as its task reads it
     except (LoadError, ValueError, RuntimeError) as e:  # a bad file, flag, device or data: one line, no traceback
         sys.exit("error: " + " ".join(str(e).splitlines()))
     for i, text in enumerate(completions_text(roll, enc)):
         if i % args.G == 0:
             print(f"=== {args.question[i // args.G]}")
-        answer = task.answer(task.problem(args.question[i // args.G]), text)  # the task's: a number's value, ...
+        answer = task.answer(problems[i // args.G], text)  # the task's: a number's value, ...
         print(f"--- sample {i % args.G + 1}: answer {None if answer is None else str(answer)!r}\n{text}")

@@ -53,8 +53,14 @@ def write_safetensors(path, tensors):
 def export(model, enc, prompt, folder):
     """Write `folder` as Hugging Face's GPT-2 (HF_FILES) from a model, its tokenizer and prompt template: transformers'
     GPT2LMHeadModel and GPT2Tokenizer(Fast) load it with this model's logits and token ids; so does load_model.
-    `folder` may be new, empty or an earlier export (replaced); anything else in it is refused."""
+    `folder` may be new, empty or an earlier export (replaced); anything else in it is refused, and so is a link
+    that points nowhere."""
     given = os.fspath(folder)
+    link = os.path.normpath(given)  # "DIR/" too
+    if os.path.islink(link) and not os.path.exists(link):  # realpath would name what it points to, wherever that is
+        raise LoadError(
+            f"{given} is a link to {os.readlink(link)!r}, which does not exist; give a folder, or remove it"
+        )
     folder = os.path.realpath(given)  # a link to a folder stays a link: its target is written; the temp goes beside it
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise LoadError(f"{given} is a file; give a folder to export to")

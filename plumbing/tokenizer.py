@@ -114,10 +114,19 @@ def encode_prompt(enc, template, question):
 
 def encode_text(enc, text):
     """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
-    tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json)."""
+    tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json). A text its regex cannot split raises
+    LoadError."""
     if enc.name == "bpe+nfc":
         text = unicodedata.normalize("NFC", text)
-    return enc.encode(text, disallowed_special=())
+    try:
+        return enc.encode(text, disallowed_special=())
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # its regex gives up (ValueError) or tiktoken panics (PanicException: not an Exception)
+        why = f"{type(e).__name__}: {str(e)[:80]}"
+        raise LoadError(
+            f"tokenizer {enc.name!r} cannot encode {reprlib.repr(text)} ({why}); use another tokenizer"
+        ) from e
 
 
 def get_tokenizer(name="bytes", folder=None):
@@ -177,12 +186,48 @@ def bpe_ranks(enc):
 DIGITS_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
 
 
+MAX_ADDED_TOKENS = 65536  # a tokenizer.json's added tokens, at most: each is a special that tiktoken compiles
+# check_pattern's probes: empty, short, digits and blanks, a long word (a backtracking regex gives up on it), Unicode
+PROBES = (
+    "",
+    "a",
+    "Hello world 123",
+    " 12345678901234567890  \n\n\t x",
+    "x" * 5000,
+    "café Ünï 中文 🙂 ٣ it's",
+    "a\r\nb",
+)
+
+
+def check_pattern(pattern, path):
+    """LoadError unless tiktoken can split each of PROBES with the pre-tokenizer regex `pattern` (of `path`) into
+    pieces that are not empty and leave none of the text out. Tried on an Encoding of the 256 bytes and b"": an empty
+    piece, which would make tiktoken panic, becomes that token here instead; a regex that gives up (its backtracking
+    limit), or that tiktoken refuses, is refused too."""
+    why = None
+    try:
+        ranks = {bytes([b]): b for b in range(256)} | {b"": 256}
+        enc = tiktoken.Encoding("probe", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        for text in PROBES:
+            ids = enc.encode(text, disallowed_special=())  # encode_ordinary panics where encode raises
+            if 256 in ids or enc.decode_bytes(ids) != text.encode():
+                why = f"matches the empty string or leaves text out of {text[:20]!r}"
+                break
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # a ValueError, or pyo3's PanicException, which is not an Exception
+        why = f"fails ({type(e).__name__}: {str(e)[:80]})"
+    if why:
+        raise LoadError(f"{path}: tiktoken cannot use its pattern {reprlib.repr(pattern)}: it {why}; not supported")
+
+
 def tokenizer_from_json(path):
     """A tiktoken.Encoding from Hugging Face's tokenizer.json of a byte-level BPE: its vocab's byte-level strings
     (gpt2_byte_chars) are the ranks, the pre-tokenizer's Split regex the pattern (GPT-2's for a ByteLevel one that
     splits by itself), its added tokens the specials. Refused in one line: another model than BPE, a normalizer
     other than none or NFC, a pre-tokenizer other than [Split, ByteLevel], ByteLevel alone, or [Digits, ByteLevel]
-    (SmolLM2's: DIGITS_PAT). tiktoken has no
+    (SmolLM2's: DIGITS_PAT), a regex that fails check_pattern's probes, more than MAX_ADDED_TOKENS added tokens, or
+    added tokens whose ids past the vocab's leave a gap after it (ids nothing would decode). tiktoken has no
     normalizer: an NFC one names the Encoding "bpe+nfc", and encode_text applies it (Qwen's)."""
     tok = read_json(path, "download it again")
     model = tok.get("model") or {}
@@ -216,13 +261,23 @@ def tokenizer_from_json(path):
         ranks[bytes(byte_of[c] for c in token)] = i
     if not is_byte_bpe(ranks):
         raise LoadError(f"{path}: its vocab's ids are not 0..n-1 once each with the 256 bytes; download it again")
+    added_tokens = tok.get("added_tokens") or []
+    if not isinstance(added_tokens, list) or len(added_tokens) > MAX_ADDED_TOKENS:  # each becomes a tiktoken special
+        raise LoadError(f"{path}: its added_tokens are not a list of at most {MAX_ADDED_TOKENS}; download it again")
     specials = {}
-    for added in tok.get("added_tokens") or []:
+    for added in added_tokens:
         content = added.get("content") if isinstance(added, dict) else None
         if not isinstance(content, str) or type(added.get("id")) is not int:
             raise LoadError(f"{path}: an added token is not {{id, content}}; download it again")
         if added["id"] not in range(len(ranks)):  # an added token that is also a vocab entry is the vocab's
             specials[content] = added["id"]
+    if sorted(specials.values()) != list(range(len(ranks), len(ranks) + len(specials))):  # a gap: ids nothing decodes
+        ids = reprlib.repr(sorted(specials.values()))
+        raise LoadError(
+            f"{path}: its added tokens' ids {ids} leave a gap after the vocab's 0..{len(ranks) - 1} (ids that nothing "
+            f"decodes); number them from {len(ranks)} on"
+        )
+    check_pattern(pattern, path)
     try:
         name = "bpe+nfc" if normalizer == "NFC" else "bpe"
         return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)

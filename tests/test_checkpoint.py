@@ -1163,6 +1163,17 @@ def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path)
     assert (tmp_path / "e" / "config.json").is_symlink() and (tmp_path / "f" / "config.json").read_text()[0] == "{"
 
 
+def test_an_export_to_a_link_that_points_nowhere_is_refused_and_creates_nothing(tmp_path):
+    """DIR a dangling link: following it would create the folder it names, wherever that is; refused in one line."""
+    ckpt, _, _ = exported_model("bytes", tmp_path)
+    (tmp_path / "link").symlink_to(tmp_path / "away" / "hf")
+    for given in (str(tmp_path / "link"), str(tmp_path / "link") + os.sep):
+        with pytest.raises(LoadError, match="link to '.*away/hf', which does not exist; give a folder") as e:
+            export_hf(ckpt, given)
+        assert "\n" not in str(e.value) and str(e.value).startswith(given)
+    assert not (tmp_path / "away").exists() and (tmp_path / "link").is_symlink()
+
+
 def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):
     ckpt, _, _ = exported_model("bytes", tmp_path)
     script = os.path.join(ROOT, "plumbing", "export.py")
