@@ -192,6 +192,7 @@ PROBES = (
     "",
     "a",
     "Hello world 123",
+    "The quick brown fox jumps over the lazy dog, 'twas 3.14!",  # every letter: an empty match before one shows
     " 12345678901234567890  \n\n\t x",
     "x" * 5000,
     "café Ünï 中文 🙂 ٣ it's",
