@@ -118,14 +118,27 @@ class Rollout:
 
 
 def completions_text(rollout, enc):
-    """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id past the
-    tokenizer (a row of an embedding padded past it, as Qwen's) decodes to nothing."""
+    """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id the
+    tokenizer cannot decode decodes to nothing: one past it (a row of an embedding padded past it, as Qwen's), or one
+    inside it that it lacks (a gap in a checkpoint's special tokens' ids), looked for only when decoding fails."""
     texts = []
     V = enc.n_vocab  # a property: read once, not per token
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
         known = [i for i in ids[: n if trunc else n - 1] if i < V]
-        texts.append(enc.decode(known, errors="replace"))
+        try:
+            texts.append(enc.decode(known, errors="replace"))
+        except KeyError:  # tiktoken's "Invalid token for decoding": keep the ids it decodes one by one
+            texts.append(enc.decode([i for i in known if _decodes(enc, i)], errors="replace"))
     return texts
+
+
+def _decodes(enc, i):
+    """Whether token id `i` is one of `enc`'s (tiktoken raises KeyError for an id it lacks)."""
+    try:
+        enc.decode_single_token_bytes(i)
+    except KeyError:
+        return False
+    return True
 
 
 def teacher_rollout(prompts, completions, eos_id=256, device="cpu"):

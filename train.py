@@ -252,6 +252,12 @@ def stop_if_diverged(roll, step):  # the sampler's log-probs not finite on any r
         die(f"step {step + 1}: the policy's log-probs are not finite: lower --lr (the last checkpoint is intact)")
 
 
+def stop_if_stuck(skips, step):  # every update of 3 steps in a row skipped: diverged, though the weights are finite
+    if skips >= 3 * args.mu:
+        why = "every update of the last 3 steps was skipped (a loss or gradient not finite)"
+        die(f"step {step}: {why}: lower --lr or go back to an earlier checkpoint ({run.ckpt} is as last saved)")
+
+
 # ---------------- saving, evaluating, logging. PLUMBING: a learner may skip it; try not to modify it
 def save():  # no random state: every step seeds its streams from (seed, step, rank)
     if master:
@@ -307,6 +313,7 @@ if master and not ckpt:
     evaluate()  # the starting point
 variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
 variant |= dict(ratio=args.ratio, loss=args.loss)  # grpo_loss's choices
+skips = 0  # updates skipped in a row (a loss or gradient not finite)
 while step < args.steps and not stopping:
     t0 = time.time()
     rng = random.Random(f"{args.seed}-grpo-{step}")  # the step's problems, on every rank
@@ -346,10 +353,13 @@ while step < args.steps and not stopping:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         if not (math.isfinite(stats["loss"]) and torch.isfinite(grad_norm)):  # no NaN reaches the weights
             run.log({"kind": "skipped", "step": step + 1, "inner": inner}, ["kind", "step", "inner"])
+            skips += 1
             continue
+        skips = 0
         optimizer.step()
     step += 1
     log_step(roll, rewards, correct, old_logp, stats, entropy / totals["num_tokens"], sampled, t0)
+    stop_if_stuck(skips, step)
     # PLUMBING to the loop's end (stop, evaluate, save): a learner may skip it; try not to modify it
     stopping = all_sum(torch.tensor([run.stopped], device=device)).item() > 0  # all ranks stop together
     due = step % args.eval_every == 0 or step == args.steps

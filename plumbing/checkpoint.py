@@ -33,7 +33,7 @@ import torch
 from model import GPT, GPTConfig
 from plumbing import hf
 from plumbing.files import LoadError, atomic_save, check_file, is_regular_file, remove_stale_temps
-from plumbing.tokenizer import PROMPT, bpe_encoding, bpe_ranks, get_tokenizer, is_byte_bpe, stop_ids
+from plumbing.tokenizer import PROMPT, bpe_encoding, bpe_ranks, check_pattern, get_tokenizer, is_byte_bpe, stop_ids
 
 CKPT_KEYS = ("model", "config", "tokenizer", "prompt", "digest")
 # what a resume reads besides the model, and its type ("ref" is a state dict, or None when beta == 0)
@@ -120,13 +120,13 @@ def _check_checkpoint(ckpt, path):
     sizes = [getattr(cfg, k, None) for k in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd")]
     if not (isinstance(state, dict) and state and all(isinstance(t, torch.Tensor) for t in state.values())):
         raise LoadError(f"{path}: its model is not a state dict of tensors; the file is damaged")
-    heads = (
-        cfg is not None and cfg.arch in ("gpt2", "llama") and type(cfg.n_kv_head) is int and type(cfg.head_dim) is int
-    )
+    sized = cfg is not None and all(type(s) is int and s > 0 for s in sizes)  # first: n_head divides below
+    heads = sized and cfg.arch in ("gpt2", "llama") and type(cfg.n_kv_head) is int and type(cfg.head_dim) is int
     heads = heads and cfg.n_kv_head >= 0 and cfg.head_dim >= 0 and cfg.n_head % cfg.kv_heads == 0
     heads = heads and (cfg.arch == "llama" or cfg.n_embd % cfg.n_head == 0)
-    if cfg is None or not all(type(s) is int and s > 0 for s in sizes) or not heads:
+    if not heads:
         raise LoadError(f"{path}: its config {reprlib.repr(config)} is not a GPTConfig; the file is damaged")
+    hf.check_numbers(cfg, path)  # ε, θ, a RoPE scaling: in range, or the model would compute NaN
     if ckpt["tokenizer"] not in TOKENIZERS or not (isinstance(prompt, str) and "{question}" in prompt):
         raise LoadError(f"{path}: its tokenizer {reprlib.repr(ckpt['tokenizer'])} or prompt is unknown; it is damaged")
     specials = ckpt.get("tokenizer_specials")
@@ -394,18 +394,19 @@ class RunDir:
         sys.exit(code)
 
 
-def _tokenizer(ckpt, folder):
+def _tokenizer(ckpt, folder, path):
     """A checked checkpoint's tokenizer: from its saved ranks (and a tokenizer.json's pattern and specials)."""
     name = ckpt["tokenizer"]
     ranks = ckpt.get("tokenizer_ranks")  # the BPE of "words", GPT-2 or a tokenizer.json, checked by _check_checkpoint
     if name.startswith("bpe"):
         pattern = ckpt["tokenizer_pattern"]
+        check_pattern(pattern, path)  # tried on a few texts: a regex tiktoken cannot run is refused here
         try:
             return tiktoken.Encoding(
                 name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=ckpt["tokenizer_specials"]
             )
         except ValueError as e:  # specials that clash with the ranks, or a pattern tiktoken rejects
-            raise LoadError(f"its tokenizer cannot be rebuilt ({str(e)[:80]}); the file is damaged") from e
+            raise LoadError(f"{path}: its tokenizer cannot be rebuilt ({str(e)[:80]}); the file is damaged") from e
     return bpe_encoding(name, ranks) if ranks else get_tokenizer(name, folder)
 
 
@@ -426,7 +427,7 @@ def load_model(path, device="cpu"):
         config = _check_checkpoint(obj, file)
         state = obj["model"]
         prompt = obj["prompt"]
-        enc = _tokenizer(obj, folder)
+        enc = _tokenizer(obj, folder, file)
     elif tensors and hf.model_type(folder) == "gpt2":
         config, state, prompt = hf.gpt2_weights(obj, folder, file)
         enc = get_tokenizer("gpt2", folder)

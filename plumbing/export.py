@@ -27,8 +27,10 @@ from plumbing.tokenizer import EOT, hf_tokenizer
 
 # what export writes: the model, its settings, the tokenizer for GPT2Tokenizer (vocab, merges) and the fast one;
 # a Llama-family model's stop ids and chat template
-HF_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
-HF_FILES += ("generation_config.json", "chat_template.jinja")
+GPT2_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json")
+LLAMA_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
+LLAMA_FILES += ("chat_template.jinja",)
+HF_FILES = tuple(dict.fromkeys(GPT2_FILES + LLAMA_FILES))  # what an earlier export may hold
 LLAMA_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 ST_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}  # torch dtype -> its name in a header
 
@@ -58,16 +60,19 @@ def export(model, enc, prompt, folder):
     """Write `folder` as a Hugging Face folder from a model, its tokenizer and prompt template: GPT-2's (gpt2_files)
     or its Llama family's (llama_files). transformers loads it with this model's logits and token ids; load_model
     loads it back, the same weights, tokenizer and template. `folder` may be new, empty or an earlier export
-    (replaced); anything else in it is refused."""
+    (replaced); anything else in it is refused, and so is a link that points nowhere."""
     given = os.fspath(folder)
+    link = os.path.normpath(given)  # "DIR/" too
+    if os.path.islink(link) and not os.path.exists(link):  # realpath would name what it points to, wherever that is
+        raise LoadError(
+            f"{given} is a link to {os.readlink(link)!r}, which does not exist; give a folder, or remove it"
+        )
     folder = os.path.realpath(given)  # a link to a folder stays a link: its target is written; the temp goes beside it
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise LoadError(f"{given} is a file; give a folder to export to")
     why = _export_misfit(folder) if os.path.isdir(folder) else None
     if why:  # an earlier export is replaced whole; anything else is the user's
         raise LoadError(f"{given} {why}; give a new or empty folder")
-    if os.path.islink(given) and not os.path.exists(given):
-        raise LoadError(f"{given} is a link to nothing; give a folder to export to")
     files = gpt2_files if model.config.arch == "gpt2" else llama_files
     _write_folder(folder, *files(model, enc, prompt))
 

@@ -167,7 +167,7 @@ def meta_model(config, path):
     try:
         with torch.device("meta"):
             return GPT(config)
-    except (RuntimeError, OverflowError, ValueError) as e:
+    except (RuntimeError, OverflowError, ValueError, TypeError) as e:  # TypeError: a size that is not an int
         why = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
         raise LoadError(f"{path}: its sizes cannot be built ({why}); the file is damaged or not for this model") from e
 
@@ -240,6 +240,49 @@ LLAMA_NAMES = [
 ]
 
 
+def _finite_positive(value, name, path):
+    """`value` when it is a finite number above 0 (an int or float, not a bool), else LoadError naming `name` in `path`.
+    A NaN fails both comparisons; an int past the largest float is refused, never converted (OverflowError)."""
+    if type(value) not in (int, float) or not 0 < value <= sys.float_info.max:
+        raise LoadError(f"{path}: {name} = {reprlib.repr(value)} is not a finite positive number; fix it")
+    return value
+
+
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def check_numbers(config, path, eps="norm_eps"):
+    """LoadError unless the numbers of a Llama-family GPTConfig that `path` gave are in range, since a NaN, 0 or
+    negative one makes the model compute NaN: RMSNorm's ε (`eps`: its name in `path`) and RoPE's θ finite and
+    positive, the head width even (RoPE turns pairs of features), and a llama3 scaling's factors finite and positive,
+    low_freq_factor != high_freq_factor (the blend divides by their difference), original_max_position_embeddings a
+    positive integer. GPT-2's config has none of these numbers."""
+    if config.arch != "llama":
+        return
+    _finite_positive(config.norm_eps, eps, path)
+    _finite_positive(config.rope_theta, "rope_theta", path)
+    if config.head_size % 2:
+        raise LoadError(f"{path}: its head width {config.head_size} is odd; RoPE turns pairs of features: fix it")
+    s = config.rope_scaling
+    if s is None:
+        return
+    if not isinstance(s, dict) or set(s) != set(LLAMA3_KEYS):
+        raise LoadError(f"{path}: its llama3 RoPE scaling {reprlib.repr(s)} is not {LLAMA3_KEYS}; fix it")
+    for key in LLAMA3_KEYS[:3]:
+        _finite_positive(s[key], f"RoPE scaling's {key}", path)
+    if s["low_freq_factor"] == s["high_freq_factor"]:
+        raise LoadError(
+            f"{path}: RoPE scaling's low_freq_factor and high_freq_factor are both {s['low_freq_factor']}; the blend "
+            "between them divides by their difference: fix it"
+        )
+    original = s["original_max_position_embeddings"]
+    if type(original) is not int or not 0 < original <= sys.float_info.max:
+        raise LoadError(
+            f"{path}: RoPE scaling's original_max_position_embeddings = {reprlib.repr(original)} is not a positive "
+            "integer; fix it"
+        )
+
+
 def _positive(hf, key, cfg_path, default=None):
     value = hf.get(key, default)
     if type(value) is not int or value <= 0:
@@ -263,34 +306,29 @@ def llama_config(hf, cfg_path):
             f"{cfg_path}: its layer_types hold sliding-window attention; nanogrpo implements full attention"
         )
     rope = hf.get("rope_parameters") or {}  # newer transformers: theta and scaling in one dict
+    scaling = hf.get("rope_scaling")
+    if not isinstance(rope, dict) or not isinstance(scaling or {}, dict):
+        raise LoadError(f"{cfg_path}: its rope_parameters or rope_scaling is not a JSON object; fix config.json")
     theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
-    scaling = hf.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
+    scaling = scaling or (rope if rope.get("rope_type", "default") != "default" else None)
     kind_of_scaling = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
     if kind_of_scaling not in ("default", "llama3"):
         raise LoadError(f"{cfg_path}: RoPE scaling {kind_of_scaling!r}; nanogrpo implements none and 'llama3' only")
-    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     if kind_of_scaling == "llama3":
-        if not all(isinstance(scaling.get(k), (int, float)) for k in keys):
-            raise LoadError(f"{cfg_path}: its llama3 RoPE scaling lacks one of {keys}; fix config.json")
-        scaling = {k: scaling[k] for k in keys}
+        if not all(k in scaling for k in LLAMA3_KEYS):
+            raise LoadError(f"{cfg_path}: its llama3 RoPE scaling lacks one of {LLAMA3_KEYS}; fix config.json")
+        scaling = {k: scaling[k] for k in LLAMA3_KEYS}  # check_numbers checks them
     else:
         scaling = None
     n_embd = _positive(hf, "hidden_size", cfg_path)
     n_head = _positive(hf, "num_attention_heads", cfg_path)
     n_kv_head = _positive(hf, "num_key_value_heads", cfg_path, n_head)
     head_dim = _positive(hf, "head_dim", cfg_path, 128 if kind == "qwen3" else n_embd // n_head)  # as transformers
-    eps = hf.get("rms_norm_eps", 1e-6)
+    eps = _finite_positive(hf.get("rms_norm_eps", 1e-6), "rms_norm_eps", cfg_path)
     tied = hf.get("tie_word_embeddings", False)  # the family's default in transformers
-    if (
-        n_head % n_kv_head
-        or not isinstance(theta, (int, float))
-        or not isinstance(eps, float)
-        or type(tied) is not bool
-    ):
-        raise LoadError(
-            f"{cfg_path}: num_key_value_heads, rope_theta, rms_norm_eps or tie_word_embeddings is malformed"
-        )
-    return GPTConfig(
+    if n_head % n_kv_head or type(tied) is not bool:
+        raise LoadError(f"{cfg_path}: num_key_value_heads or tie_word_embeddings is malformed")
+    config = GPTConfig(
         block_size=_positive(hf, "max_position_embeddings", cfg_path),
         vocab_size=_positive(hf, "vocab_size", cfg_path),
         n_layer=_positive(hf, "num_hidden_layers", cfg_path),
@@ -302,12 +340,14 @@ def llama_config(hf, cfg_path):
         head_dim=head_dim,
         mlp_size=_positive(hf, "intermediate_size", cfg_path),
         norm_eps=eps,
-        rope_theta=float(theta),
+        rope_theta=float(_finite_positive(theta, "rope_theta", cfg_path)),
         rope_scaling=scaling,
         qkv_bias=kind == "qwen2",
         qk_norm=kind == "qwen3",
         tie_embeddings=tied,
     )
+    check_numbers(config, cfg_path, eps="rms_norm_eps")
+    return config
 
 
 def llama_tensors(model):
@@ -323,7 +363,15 @@ def llama_tensors(model):
 
 
 def llama_weights(tensors, config, path):
-    """The state dict of Llama-family tensors in Hugging Face's names, checked against `config`'s shapes."""
+    """The state dict of Llama-family tensors in Hugging Face's names, checked against `config`'s shapes: first its
+    layer count against the layers the tensors hold, before a model of shapes is built (layer by layer)."""
+    layers = {int(m[1]) for m in (re.match(r"model\.layers\.(\d+)\.", name) for name in tensors) if m}
+    if len(layers) != config.n_layer or max(layers, default=-1) != config.n_layer - 1:  # so layers are 0..n_layer-1
+        held = f"layers {min(layers)}..{max(layers)} ({len(layers)})" if layers else "no layers"
+        raise LoadError(
+            f"{path} holds {held}, but config.json says num_hidden_layers = {config.n_layer}: they do not belong "
+            "together; download both again"
+        )
     expected = {k: tuple(t.shape) for k, t in meta_model(config, path).state_dict().items()}  # nothing allocated
     state = {}
     for name, t in tensors.items():

@@ -52,14 +52,15 @@ def is_byte_bpe(ranks, specials=None):
     each over both. Without specials (ours and GPT-2's: <|endoftext|> comes after the ranks) each of the 256 bytes is a
     token; a tokenizer.json's vocabulary (with its specials) may lack bytes that text rarely holds (encode_text)."""
     typed = isinstance(ranks, dict) and all(type(k) is bytes and type(i) is int for k, i in ranks.items())
-    named = (
-        specials is None
-        or isinstance(specials, dict)
-        and all(type(k) is str and type(i) is int for k, i in specials.items())
-    )
-    ids = sorted([*ranks.values(), *(specials or {}).values()]) if typed and named else None
+    if specials is not None:
+        typed = (
+            typed and isinstance(specials, dict) and all(type(k) is str and type(i) is int for k, i in specials.items())
+        )
+    if not typed:
+        return False
+    ids = sorted([*ranks.values(), *(specials or {}).values()])
     every_byte = specials is not None or all(bytes([b]) in ranks for b in range(256))
-    return ids is not None and ids == list(range(len(ids))) and every_byte
+    return ids == list(range(len(ids))) and every_byte
 
 
 def bpe_encoding(name, ranks):
@@ -168,15 +169,28 @@ def encode_text(enc, text):
     """Token ids of plain `text` ("<|endoftext|>" in it is text), NFC-normalized first for a tokenizer whose
     tokenizer.json asks for it (Encoding "bpe+nfc", tokenizer_from_json). A byte that is no token of the vocabulary
     (missing_bytes) is dropped from its pre-token piece, whose other bytes then merge as if it were not there: what
-    Hugging Face's tokenizers does ("!\x04!" is SmolLM2's "!!"). tiktoken cannot, so such a text is split here with
-    the pattern (by `regex`, the engine tiktoken itself requires) and each piece's kept bytes go to tiktoken's BPE."""
+    Hugging Face's tokenizers does ("!\x04!" is SmolLM2's "!!"). A text the pattern cannot split raises LoadError."""
     if enc.name == "bpe+nfc":
         text = unicodedata.normalize("NFC", text)
     missing = missing_bytes(enc)
     raw = text.encode("utf-8", "surrogatepass")
-    if len(raw.translate(None, missing)) == len(raw):  # every byte a token: tiktoken alone
-        return enc.encode(text, disallowed_special=())
-    import regex  # only here: tiktoken's own dependency, for the pattern's \p classes
+    try:
+        if len(raw.translate(None, missing)) == len(raw):  # every byte a token: tiktoken alone
+            return enc.encode(text, disallowed_special=())
+        return _encode_dropping(enc, text, missing)
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # its regex gives up (ValueError) or tiktoken panics (PanicException: not an Exception)
+        why = f"{type(e).__name__}: {str(e)[:80]}"
+        raise LoadError(
+            f"tokenizer {enc.name!r} cannot encode {reprlib.repr(text)} ({why}); use another tokenizer"
+        ) from e
+
+
+def _encode_dropping(enc, text, missing):
+    """encode_text's ids of a text holding bytes that are no token (`missing`): split by the pattern (with `regex`, the
+    engine tiktoken itself requires, for its \\p classes), each piece's other bytes through tiktoken's BPE."""
+    import regex
 
     text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # a lone surrogate: U+FFFD, as tiktoken
     ids = []
@@ -250,12 +264,49 @@ def bpe_ranks(enc):
 DIGITS_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
 
 
+MAX_ADDED_TOKENS = 65536  # a tokenizer.json's added tokens, at most: each is a special that tiktoken compiles
+# check_pattern's probes: empty, short, digits and blanks, a long word (a backtracking regex gives up on it), Unicode
+PROBES = (
+    "",
+    "a",
+    "Hello world 123",
+    "The quick brown fox jumps over the lazy dog, 'twas 3.14!",  # every letter: an empty match before one shows
+    " 12345678901234567890  \n\n\t x",
+    "x" * 5000,
+    "café Ünï 中文 🙂 ٣ it's",
+    "a\r\nb",
+)
+
+
+def check_pattern(pattern, path):
+    """LoadError unless tiktoken can split each of PROBES with the pre-tokenizer regex `pattern` (of `path`) into
+    pieces that are not empty and leave none of the text out. Tried on an Encoding of the 256 bytes and b"": an empty
+    piece, which would make tiktoken panic, becomes that token here instead; a regex that gives up (its backtracking
+    limit), or that tiktoken refuses, is refused too."""
+    why = None
+    try:
+        ranks = {bytes([b]): b for b in range(256)} | {b"": 256}
+        enc = tiktoken.Encoding("probe", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        for text in PROBES:
+            ids = enc.encode(text, disallowed_special=())  # encode_ordinary panics where encode raises
+            if 256 in ids or enc.decode_bytes(ids) != text.encode():
+                why = f"matches the empty string or leaves text out of {text[:20]!r}"
+                break
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # a ValueError, or pyo3's PanicException, which is not an Exception
+        why = f"fails ({type(e).__name__}: {str(e)[:80]})"
+    if why:
+        raise LoadError(f"{path}: tiktoken cannot use its pattern {reprlib.repr(pattern)}: it {why}; not supported")
+
+
 def tokenizer_from_json(path):
     """A tiktoken.Encoding from Hugging Face's tokenizer.json of a byte-level BPE: its vocab's byte-level strings
     (gpt2_byte_chars) are the ranks, the pre-tokenizer's Split regex the pattern (GPT-2's for a ByteLevel one that
     splits by itself), its added tokens the specials. Refused in one line: another model than BPE, a normalizer
     other than none or NFC, a pre-tokenizer other than [Split, ByteLevel], ByteLevel alone, or [Digits, ByteLevel]
-    (SmolLM2's: DIGITS_PAT). tiktoken has no
+    (SmolLM2's: DIGITS_PAT), a regex that fails check_pattern's probes, more than MAX_ADDED_TOKENS added tokens, or
+    added tokens whose ids past the vocab's leave a gap after it (ids nothing would decode). tiktoken has no
     normalizer: an NFC one names the Encoding "bpe+nfc", and encode_text applies it (Qwen's)."""
     tok = read_json(path, "download it again")
     model = tok.get("model") or {}
@@ -287,17 +338,27 @@ def tokenizer_from_json(path):
         if not token or type(i) is not int or any(c not in byte_of for c in token):
             raise LoadError(f"{path}: token {token!r} is not spelled in byte-level characters; not a byte-level BPE")
         ranks[bytes(byte_of[c] for c in token)] = i
+    added_tokens = tok.get("added_tokens") or []
+    if not isinstance(added_tokens, list) or len(added_tokens) > MAX_ADDED_TOKENS:  # each becomes a tiktoken special
+        raise LoadError(f"{path}: its added_tokens are not a list of at most {MAX_ADDED_TOKENS}; download it again")
     specials = {}
-    for added in tok.get("added_tokens") or []:
+    for added in added_tokens:
         content = added.get("content") if isinstance(added, dict) else None
         if not isinstance(content, str) or type(added.get("id")) is not int:
             raise LoadError(f"{path}: an added token is not {{id, content}}; download it again")
         specials[content] = added["id"]
-        mine = content.encode()  # an added token that is also a vocab entry (SmolLM2's <|im_start|>) is a special
-        if ranks.get(mine) == added["id"]:
+        mine = content.encode()  # an added special token that is a vocab entry too (SmolLM2's <|im_start|>): special
+        if ranks.get(mine) == added["id"] and not added.get("special"):
+            del specials[content]  # not special ("&"): the vocab's own
+        elif ranks.get(mine) == added["id"]:
             del ranks[mine]
-    if not is_byte_bpe(ranks, specials):
-        raise LoadError(f"{path}: its vocab's and added tokens' ids are not 0..n-1 once each; download it again")
+    if not is_byte_bpe(ranks, specials):  # a gap: ids that nothing decodes
+        ids = reprlib.repr(sorted(specials.values()))
+        raise LoadError(
+            f"{path}: its added tokens' ids {ids} leave a gap after the vocab's 0..{max(ranks.values(), default=-1)} "
+            "(ids that nothing decodes), or the vocab's own ids are not 0..n-1 once each; download it again"
+        )
+    check_pattern(pattern, path)
     try:
         name = "bpe+nfc" if normalizer == "NFC" else "bpe"
         return tiktoken.Encoding(name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)

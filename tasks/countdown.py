@@ -169,7 +169,7 @@ def make_countdown(rng, operands=3, max_number=9, max_target=30, slip=0.0):
     """A Countdown problem drawn as TinyZero's generator draws one (target uniform in 1..max_target, `operands`
     numbers uniform in 1..max_number), redrawn until solve_countdown reaches the target, and the teacher's solution:
     its steps, one a line, then <answer>expression</answer>. With probability `slip` the teacher's answer is the
-    last step's longer operand instead (a number left unused: wrong, a mistake RL can unlearn)."""
+    last step's longer operand instead (a number left unused: wrong, a mistake GRPO unlearns only in part, README)."""
     while True:
         target = rng.randint(1, max_target)
         numbers = [rng.randint(1, max_number) for _ in range(operands)]
@@ -210,8 +210,9 @@ class Countdown(Task):
                 return pb
 
     def problem(self, question):
-        """The numbers and target of a question written as this task writes them; else one that nothing answers."""
-        m = re.search(r"numbers \[([0-9, ]{1,80})\], make ([0-9]{1,6})", question)
+        """The numbers and target of a question written as this task writes them; else (a malformed list of numbers too)
+        one that nothing answers."""
+        m = re.search(r"numbers \[((?: ?[0-9]{1,6},){0,15} ?[0-9]{1,6})\], make ([0-9]{1,6})", question)
         if m is None:
             return CountdownProblem(question, "", None, ())
         return CountdownProblem(question, "", m[2], tuple(int(n) for n in m[1].split(",")))

@@ -28,7 +28,7 @@ from model import GPT, GPTConfig, left_pad
 from plumbing import checkpoint, hf
 from plumbing import export as hf_export
 from plumbing.checkpoint import TRAIN_KEYS, RunDir, digest, load_checkpoint, load_model, restore, save_checkpoint
-from plumbing.export import HF_FILES
+from plumbing.export import GPT2_FILES
 from plumbing.files import LoadError
 from plumbing.hf import read_safetensors
 from plumbing.tokenizer import GPT2_PAT, PROMPT, byte_tokenizer, frequent_words, get_tokenizer, gpt2_byte_chars
@@ -953,7 +953,7 @@ def hf_bpe(folder):
 def test_export_reads_back_with_the_same_logits_token_ids_and_prompt(tmp_path, kind):
     ckpt, model, enc = exported_model(kind, tmp_path)
     export_hf(ckpt, tmp_path / "hf")
-    assert sorted(os.listdir(tmp_path / "hf")) == sorted(HF_FILES)
+    assert sorted(os.listdir(tmp_path / "hf")) == sorted(GPT2_FILES)
     again, enc2, prompt = load_model(tmp_path / "hf")
     idx = torch.randint(0, enc.n_vocab, (3, model.config.block_size), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -1034,7 +1034,7 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
     ckpt, model, enc = exported_model("bytes", tmp_path)
     out = tmp_path / "hf"
     export_hf(ckpt, out)
-    before = {name: (out / name).read_bytes() for name in HF_FILES}
+    before = {name: (out / name).read_bytes() for name in GPT2_FILES}
     save_checkpoint(tmp_path / "other.pt", reference(1, model.config), enc)
 
     def full_disk(path, tensors):  # some bytes reach the disk, then the write fails
@@ -1059,7 +1059,7 @@ def test_failed_export_keeps_the_earlier_one_and_leaves_no_temp_folder(tmp_path,
     monkeypatch.undo()
     msg = str(e.value)
     assert "\n" not in msg and f"cannot write {out}" in msg and ("No space" in msg or "Permission" in msg), msg
-    assert {name: (out / name).read_bytes() for name in HF_FILES} == before
+    assert {name: (out / name).read_bytes() for name in GPT2_FILES} == before
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt", "hf", "other.pt"]
 
 
@@ -1139,7 +1139,7 @@ def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path)
     (tmp_path / "target").mkdir()
     (tmp_path / "link").symlink_to("target")
     export_hf(ckpt, tmp_path / "link")
-    assert (tmp_path / "link").is_symlink() and sorted(os.listdir(tmp_path / "target")) == sorted(HF_FILES)
+    assert (tmp_path / "link").is_symlink() and sorted(os.listdir(tmp_path / "target")) == sorted(GPT2_FILES)
     export_hf(ckpt, tmp_path / "link")  # again: an earlier export behind a link
     assert (tmp_path / "link").is_symlink() and os.readlink(tmp_path / "link") == "target"
     mine = tmp_path / "d"
@@ -1161,6 +1161,17 @@ def test_an_export_follows_a_link_and_refuses_folders_it_did_not_write(tmp_path)
             export_hf(ckpt, folder)
     assert (mine / "model.safetensors" / "data.bin").read_text() == "keep"
     assert (tmp_path / "e" / "config.json").is_symlink() and (tmp_path / "f" / "config.json").read_text()[0] == "{"
+
+
+def test_an_export_to_a_link_that_points_nowhere_is_refused_and_creates_nothing(tmp_path):
+    """DIR a dangling link: following it would create the folder it names, wherever that is; refused in one line."""
+    ckpt, _, _ = exported_model("bytes", tmp_path)
+    (tmp_path / "link").symlink_to(tmp_path / "away" / "hf")
+    for given in (str(tmp_path / "link"), str(tmp_path / "link") + os.sep):
+        with pytest.raises(LoadError, match="link to '.*away/hf', which does not exist; give a folder") as e:
+            export_hf(ckpt, given)
+        assert "\n" not in str(e.value) and str(e.value).startswith(given)
+    assert not (tmp_path / "away").exists() and (tmp_path / "link").is_symlink()
 
 
 def test_export_command_line_writes_the_folder_or_says_what_to_change_in_one_line(tmp_path, monkeypatch, capsys):

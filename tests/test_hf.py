@@ -15,12 +15,13 @@ import subprocess
 import sys
 
 import pytest
+import tiktoken
 import torch
 
 from model import GPT, GPTConfig, RMSNorm, left_pad, rope_frequencies, rotate
 from plumbing import export as hf_export
 from plumbing import hf
-from plumbing.checkpoint import load_checkpoint, load_model, save_checkpoint
+from plumbing.checkpoint import digest, load_checkpoint, load_model, save_checkpoint
 from plumbing.export import write_safetensors
 from plumbing.files import LoadError
 from plumbing.tokenizer import TEMPLATES, choose_template, encode_prompt, encode_text, stop_ids, tokenizer_from_json
@@ -125,6 +126,75 @@ def test_rope_frequencies_follow_the_formula_and_llama3_scaling():
     got = rope_frequencies(config)
     torch.testing.assert_close(got, torch.tensor(scaled))
     assert got[0] == plain[0] and got[-1] < plain[-1] / 7  # both ends are reached: kept, and slowed
+
+
+def llama3_frequencies(theta, D, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings):
+    """Llama-3.1's scaled RoPE frequencies, as transformers' _compute_llama3_parameters writes them, in float64."""
+    low_freq_wavelen = original_max_position_embeddings / low_freq_factor
+    high_freq_wavelen = original_max_position_embeddings / high_freq_factor
+    out = []
+    for j in range(D // 2):
+        inv_freq = 1.0 / theta ** (2 * j / D)
+        wavelen = 2 * math.pi / inv_freq
+        if wavelen < high_freq_wavelen:  # high frequencies: kept
+            out.append(inv_freq)
+        elif wavelen > low_freq_wavelen:  # low frequencies: slowed by the factor
+            out.append(inv_freq / factor)
+        else:  # between: a linear blend in 1/wavelength
+            smooth = (original_max_position_embeddings / wavelen - low_freq_factor) / (
+                high_freq_factor - low_freq_factor
+            )
+            out.append((1 - smooth) * inv_freq / factor + smooth * inv_freq)
+    return out
+
+
+def test_llama3_scaling_blends_the_wavelengths_between_its_bounds():
+    """Heads 32 wide, θ = 10^4: wavelengths 6.3, 11.2, 19.9, 35.3, 62.8, 112, ...; with original 64 and frequency
+    factors 1 and 4 the band [16, 64] holds three of them, so the blend runs (the test above has none in its band)."""
+    scaling = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64)
+    config = GPTConfig(**{**LLAMA, "n_embd": 128}, rope_theta=1e4, rope_scaling=scaling)
+    want = llama3_frequencies(1e4, config.head_size, **scaling)
+    wavelengths = [2 * math.pi * 1e4 ** (2 * j / 32) for j in range(16)]
+    assert config.head_size == 32 and len([w for w in wavelengths if 16 < w < 64]) == 3  # inside the band
+    torch.testing.assert_close(rope_frequencies(config), torch.tensor(want, dtype=torch.float32), atol=0, rtol=1e-5)
+
+
+def test_qwen3_normalises_each_heads_q_and_k_before_rope():
+    """One Qwen3 attention layer against the same computed by hand in float64: q, k and v projected, q and k
+    RMS-normalised per head with their own weights, then turned by RoPE (each pair as a complex number times
+    e^(i·pos·ω_j)), causal softmax(q·k/√D) over the shared key/value heads, o_proj. Normalising after RoPE differs
+    once the norm's weights are not alike across a turned pair (random here)."""
+    config = FAMILIES["qwen3"][1]  # 4 query heads 32 wide, 2 key/value heads, q/k norms
+    model = random_model(config)
+    attn = model.transformer.h[0].attn
+    L = 6
+    D = config.head_size
+    x = torch.randn(1, L, config.n_embd)
+    omega = config.rope_theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    angles = torch.arange(L, dtype=torch.float64)[:, None] * omega  # (L, D/2)
+    both = torch.cat([angles, angles], -1)[None, None].float()  # (1, 1, L, D)
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    w = {k: t.double() for k, t in attn.state_dict().items()}
+    xd = x[0].double()  # (L, C)
+
+    def rms_norm(t, weight):
+        return weight * t / torch.sqrt((t**2).mean(-1, keepdim=True) + config.norm_eps)
+
+    def turn(t):  # (L, heads, D): the pair (t_j, t_{j+D/2}) turned by pos·ω_j
+        z = torch.complex(t[..., : D // 2], t[..., D // 2 :]) * torch.exp(1j * angles)[:, None, :]
+        return torch.cat([z.real, z.imag], dim=-1)
+
+    q = turn(rms_norm((xd @ w["q_proj.weight"].T).view(L, 4, D), w["q_norm.weight"]))  # norm, then RoPE
+    k = turn(rms_norm((xd @ w["k_proj.weight"].T).view(L, 2, D), w["k_norm.weight"]))
+    v = (xd @ w["v_proj.weight"].T).view(L, 2, D)
+    heads = []
+    for h in range(4):  # query head h reads key/value head h // 2
+        scores = (q[:, h] @ k[:, h // 2].T / math.sqrt(D)).masked_fill(~causal, float("-inf"))  # (L, L)
+        heads.append(scores.softmax(-1) @ v[:, h // 2])
+    want = torch.cat(heads, dim=-1) @ w["o_proj.weight"].T  # (L, C)
+    with torch.no_grad():
+        got = attn(x, causal[None, None], (both.cos(), both.sin()))[0]
+    torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-4)
 
 
 def test_rotate_turns_each_pair_by_its_angle_so_scores_depend_on_the_distance():
@@ -236,6 +306,25 @@ def test_a_missing_or_stale_shard_is_refused_in_one_line(tmp_path):
         (dict(num_key_value_heads=3), "num_key_value_heads"),
         (dict(hidden_size=2**20), "the model's is (576, 1048576)"),  # shapes checked on the meta device
         (dict(hidden_size=2**40, head_dim=2**40), "sizes cannot be built"),  # 2^84 bytes: torch refuses even there
+        (dict(num_hidden_layers=10**9), "layers 0..1 (2), but config.json says num_hidden_layers = 1000000000"),
+        (dict(num_hidden_layers=3), "num_hidden_layers = 3"),
+        # numbers out of range, each of which would make the model compute NaN: refused, naming the value
+        (dict(rope_theta=-10000.0), "rope_theta = -10000.0 is not a finite positive number"),
+        (dict(rope_theta=0), "rope_theta = 0 is not"),
+        (dict(rope_theta=float("nan")), "rope_theta = nan is not"),
+        (dict(rope_theta=10**400), "rope_theta = "),  # past any float
+        (dict(rms_norm_eps=float("nan")), "rms_norm_eps = nan is not"),
+        (dict(rms_norm_eps=-1), "rms_norm_eps = -1 is not"),
+        (dict(head_dim=17), "head width 17 is odd"),
+        (dict(rope_scaling=SCALING | dict(rope_type="llama3", factor=float("nan"))), "factor = nan is not"),
+        (dict(rope_scaling=SCALING | dict(rope_type="llama3", factor=0.0, high_freq_factor=1.0)), "factor = 0.0"),
+        (dict(rope_scaling=SCALING | dict(rope_type="llama3", high_freq_factor=1.0)), "are both 1.0"),
+        (dict(rope_scaling=SCALING | dict(rope_type="llama3", low_freq_factor=-1.0)), "low_freq_factor = -1.0"),
+        (
+            dict(rope_scaling=SCALING | dict(rope_type="llama3", original_max_position_embeddings=0)),
+            "original_max_position_embeddings = 0 is not a positive integer",
+        ),
+        (dict(rope_scaling=["llama3"]), "rope_scaling is not a JSON object"),
     ],
 )
 def test_what_is_out_of_scope_is_refused_in_one_line_naming_it(tmp_path, change, found):
@@ -245,6 +334,95 @@ def test_what_is_out_of_scope_is_refused_in_one_line_naming_it(tmp_path, change,
     with pytest.raises(LoadError) as e:
         load_model(tmp_path / "m")
     assert found in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_checkpoints_absurd_numbers_are_refused_in_one_line(tmp_path):
+    """A checkpoint's config (signed anew: the digest finds damage, not intent) is checked as config.json is."""
+    write_folder(tmp_path / "m", "llama3", random_model(FAMILIES["llama3"][1]))
+    model, enc, _ = load_model(tmp_path / "m")
+    save_checkpoint(tmp_path / "c.pt", model, enc)
+    ckpt = torch.load(tmp_path / "c.pt", weights_only=True)
+    for change, found in (
+        (dict(n_head=0), "is not a GPTConfig"),  # a division by n_head comes after the sizes' check
+        (dict(n_head=0, n_kv_head=0), "is not a GPTConfig"),
+        (dict(norm_eps=float("nan")), "norm_eps = nan is not a finite positive number"),
+        (dict(rope_theta=-1.0), "rope_theta = -1.0"),
+        (dict(rope_scaling=SCALING | dict(high_freq_factor=1.0)), "are both 1.0"),
+    ):
+        crafted = {k: v for k, v in ckpt.items() if k != "digest"}
+        crafted["config"] = crafted["config"] | change
+        torch.save({**crafted, "digest": digest(crafted)}, tmp_path / "x.pt")
+        with pytest.raises(LoadError) as e:
+            load_model(tmp_path / "x.pt")
+        assert found in str(e.value) and str(tmp_path / "x.pt") in str(e.value) and "\n" not in str(e.value), change
+
+
+def fixture_json(name):
+    with open(os.path.join(FIXTURES, f"{name}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_added_tokens_are_bounded_and_follow_the_vocab_without_a_gap(tmp_path):
+    """Each added token becomes a tiktoken special: a million are refused before tiktoken sees one; ids past the
+    vocab's must run on from it (ids in a gap could be sampled but never decoded); one inside the vocab is its own."""
+    tok = fixture_json("llama3")  # vocab 0..555, added 556..560
+    path = tmp_path / "tokenizer.json"
+    many = [dict(id=556 + i, content=f"<|reserved_{i}|>") for i in range(10**6)]
+    gap = tok["added_tokens"][:-1] + [tok["added_tokens"][-1] | dict(id=575)]  # 560 -> 575: 560..574 a gap
+    twice = tok["added_tokens"] + [tok["added_tokens"][0] | dict(id=561)]  # one text twice: id 556 left out
+    for added, found in (
+        (many, "not a list of at most 65536"),
+        (gap, "ids [556, 557, 558, 559, 575] leave a gap after the vocab's 0..555"),
+        (twice, "leave a gap after the vocab's 0..555"),
+        (dict(a=1), "not a list"),
+    ):
+        path.write_text(json.dumps(tok | dict(added_tokens=added)))
+        with pytest.raises(LoadError) as e:
+            tokenizer_from_json(path)
+        assert found in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value), found
+    inside = tok["added_tokens"] + [dict(id=5, content="&")]  # the vocab's own token 5: not a special
+    path.write_text(json.dumps(tok | dict(added_tokens=inside)))
+    assert tokenizer_from_json(path).n_vocab == 561
+
+
+def test_a_pattern_tiktoken_cannot_run_is_refused_at_load_and_a_failing_encode_is_one_line(tmp_path, capfd):
+    """tiktoken accepts these regexes but cannot run them: one matches the empty string (encode panics in Rust), one
+    backtracks past its limit on a long word. Both are refused at load, from tokenizer.json or a checkpoint, in one
+    line and without Rust's panic message; a text that fails at run time ends in LoadError, one line."""
+    tok = fixture_json("qwen")
+    path = tmp_path / "tokenizer.json"
+    steps = tok["pre_tokenizer"]["pretokenizers"]  # [Split, ByteLevel]
+    for regex, found in (("|x*", "matches the empty string"), (r"(?:x|xx)+(?=y)|\w+|\s+|.", "Max limit for backtr")):
+        pre = dict(type="Sequence", pretokenizers=[steps[0] | dict(pattern=dict(Regex=regex)), *steps[1:]])
+        path.write_text(json.dumps(tok | dict(pre_tokenizer=pre)))
+        with pytest.raises(LoadError) as e:
+            tokenizer_from_json(path)
+        assert f"{path}: tiktoken cannot use its pattern" in str(e.value) and found in str(e.value), str(e.value)
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))
+    save_checkpoint(tmp_path / "c.pt", random_model(FAMILIES["qwen2"][1]), enc)
+    ckpt = torch.load(tmp_path / "c.pt", weights_only=True)
+    crafted = {k: v for k, v in ckpt.items() if k != "digest"} | dict(tokenizer_pattern="|x*")
+    torch.save({**crafted, "digest": digest(crafted)}, tmp_path / "x.pt")
+    with pytest.raises(LoadError, match="x.pt: tiktoken cannot use its pattern '|x\\*': it matches the empty"):
+        load_model(tmp_path / "x.pt")
+    assert "panicked" not in capfd.readouterr().err  # nothing ran that panics
+    ranks = {bytes([b]): b for b in range(256)}  # a regex that passes the probes but gives up on a long run of z
+    late = tiktoken.Encoding("bpe", pat_str=r"(?:z|zz)+(?=y)|\w+|\s+|.", mergeable_ranks=ranks, special_tokens={})
+    assert encode_text(late, "zz z") == late.encode("zz z")
+    with pytest.raises(LoadError, match="tokenizer 'bpe' cannot encode 'zzzz.*Max limit for backtracking") as e:
+        encode_text(late, "z" * 5000)
+    assert "\n" not in str(e.value)
+
+
+def test_a_checkpoints_special_tokens_with_a_gap_are_refused(tmp_path):
+    enc = tokenizer_from_json(os.path.join(FIXTURES, "qwen.json"))  # vocab 0..539, specials 540..542
+    save_checkpoint(tmp_path / "c.pt", random_model(FAMILIES["qwen2"][1]), enc)
+    ckpt = torch.load(tmp_path / "c.pt", weights_only=True)
+    specials = dict(ckpt["tokenizer_specials"]) | {"<|im_end|>": 560}
+    crafted = {k: v for k, v in ckpt.items() if k != "digest"} | dict(tokenizer_specials=specials)
+    torch.save({**crafted, "digest": digest(crafted)}, tmp_path / "x.pt")
+    with pytest.raises(LoadError, match="x.pt: its tokenizer's ranks are not a byte-level BPE's"):
+        load_model(tmp_path / "x.pt")
 
 
 def test_a_tokenizer_that_is_not_a_byte_level_bpe_with_a_split_is_refused(tmp_path):

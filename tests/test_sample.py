@@ -8,12 +8,13 @@ import subprocess
 import sys
 
 import pytest
+import tiktoken
 import torch
 
 from grpo import completion_logprobs, score
 from model import GPT, GPTConfig
 from plumbing.checkpoint import load_model, save_checkpoint
-from plumbing.tokenizer import byte_tokenizer
+from plumbing.tokenizer import byte_tokenizer, template_name
 from sample import DECODERS, SYNC_EVERY, Rollout, completions_text, generate, rollout_stats
 from tasks import Task
 
@@ -365,6 +366,24 @@ def test_completions_text_stops_before_eos_and_survives_split_utf8():
     assert completions_text(r, enc) == ["hi é", "ok \ufffd!!!"]
 
 
+def test_completions_text_skips_ids_the_tokenizer_lacks():
+    """A tokenizer whose special's id leaves a gap (a checkpoint's, say): ids in the gap, below n_vocab, can be sampled
+    but not decoded; they decode to nothing, as ids past n_vocab do, and the rest of the completion is kept."""
+    ranks = {bytes([b]): b for b in range(256)}
+    enc = tiktoken.Encoding("gap", pat_str=r"\w+|\s+|.", mergeable_ranks=ranks, special_tokens={"<|eot|>": 300})
+    ids = [*b"hi ", 260, *b"there", 299, 400, 300]  # ids 256..299 are none of enc's; 300 ends it
+    completion = torch.tensor([ids])  # (1, T)
+    roll = Rollout(
+        tokens=completion,
+        mask=torch.ones_like(completion, dtype=torch.bool),
+        prompt_len=0,
+        completion_mask=torch.ones_like(completion, dtype=torch.bool),
+        truncated=torch.tensor([False]),
+        logprobs=torch.zeros(completion.shape),
+    )
+    assert completions_text(roll, enc) == ["hi there"]
+
+
 def test_select_keeps_the_rows_an_index_or_a_bool_mask_picks():
     r = generate(Policy(eos_bias=4.0), random_prompts((3, 9, 6)), G=4, max_new_tokens=12, generator=seeded(8))
     index = torch.tensor([8, 9, 10, 11, 0, 1, 2, 3])  # (n,) groups 2 and 0, in that order
@@ -482,15 +501,30 @@ def test_command_line_encodes_special_token_text_in_a_question_as_plain_text(tin
 
     def shown(ids):
         """What the command line prints for a greedy completion of the prompt `ids`."""
-        text = completions_text(generate(model, [ids], G=1, max_new_tokens=8, temperature=0, eos_id=EOS), enc)[0]
+        roll = generate(model, [ids], G=1, max_new_tokens=8, temperature=0, eos_id=EOS)
+        text = completions_text(roll, enc)[0]
         answer = Task().answer(None, text)  # a checkpoint without a run's flags: a number task's answer
-        return f"=== {question}\n--- sample 1: answer {None if answer is None else str(answer)!r}\n{text}\n"
+        end = "the limit of 8 tokens" if roll.truncated[0] else repr(enc.decode([EOS]))
+        head = f"template: {template_name(prompt)}; a completion ends at {enc.decode([EOS])!r} or after 8 tokens\n"
+        return f"{head}=== {question}\n--- sample 1: answer {None if answer is None else str(answer)!r}, ended by {end}\n{text}\n"
 
     plain = enc.encode(prompt.format(question=question), disallowed_special=())
     assert EOS not in plain and enc.decode(plain) == prompt.format(question=question)
     assert out == shown(plain)
     special = enc.encode(prompt.format(question=question), allowed_special="all")  # the other reading
     assert EOS in special and shown(special) != out  # the output tells the two apart
+
+
+def test_command_line_reads_a_malformed_countdown_question_as_one_nothing_answers(tmp_path):
+    """A Countdown run's checkpoint reads typed questions as Countdown does: a list of numbers it cannot read poses a
+    problem nothing answers (answer None), never a traceback."""
+    path = str(tmp_path / "countdown.pt")
+    torch.manual_seed(0)
+    saved = dict(task="countdown", teacher_slip=0.6, eval_size=1, seed=0)  # what Countdown's constructor reads
+    save_checkpoint(path, GPT(CFG), byte_tokenizer(), args=saved)
+    question = "Using the numbers [1,,2], make 5."
+    rc, out, err = command_line("--ckpt", path, "--device", "cpu", "--G", "2", "--max_new_tokens", "4", question)
+    assert rc == 0 and err == "" and f"\n=== {question}\n" in out and out.count("answer None") == 2, err
 
 
 def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the_rows():

@@ -8,8 +8,10 @@ hostile answers (no code runs, every input bounded), its verdict and reward, its
 and its teacher's slips."""
 
 import json
+import os
 import random
 import re
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import torch
 
 from plumbing.tokenizer import PROMPT, byte_tokenizer, frequent_words
 from reward import extract_answer, parse_number, reward
-from tasks import GSM8K, REWARDS, Arithmetic, Countdown, DataError, Problem, Task, expand
+from tasks import GSM8K, REWARDS, Arithmetic, Countdown, DataError, Problem, Task, expand, gsm8k
 from tasks.arithmetic import make_problem
 from tasks.countdown import (
     MAX_DEPTH,
@@ -218,7 +220,8 @@ BAD_FILES = {  # name: (lines of the file, the line named in the message, words 
     "missing key": ([GOOD, json.dumps({"question": "1+1?"}) + "\n"], 2, "expected JSON"),
     "not an object": ([GOOD, "[1, 2]\n"], 2, "expected JSON"),
     "no ####": ([row("1+1?", "The answer is 2."), GOOD], 1, "expected JSON"),
-    "gold not a number": ([GOOD, GOOD, row("1+1?", "#### a few\n")], 3, "is not a number: 'a few'"),
+    "gold not a number": ([GOOD, GOOD, row("1+1?", "#### a few\n")], 3, "is not a number in digits: 'a few'"),
+    "gold a word": ([GOOD, row("1+1?", "Two.\n#### five")], 2, "is not a number in digits: 'five'"),
     "latin-1 bytes": ([GOOD, '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1")], 2, "expected JSON"),
     "empty file": ([], None, "holds 0 distinct problems; it needs at least 2"),
     "one problem": ([GOOD, GOOD], None, "holds 1 distinct problems; it needs at least 2"),
@@ -235,6 +238,43 @@ def test_read_gsm8k_bad_file_is_a_one_line_data_error(tmp_path, name):
     assert "\n" not in message and message.startswith(str(path)) and words in message
     named = re.match(rf"{re.escape(str(path))} line (\d+): ", message)
     assert (int(named[1]) if named else None) == line_number
+
+
+def test_read_gsm8k_bounds_the_file_and_its_lines(tmp_path, monkeypatch):
+    """A line past MAX_LINE_BYTES, or a file past MAX_DATA_BYTES (/dev/zero would be read without end), is refused
+    in one line naming it; the bounds made small here."""
+    monkeypatch.setattr(gsm8k, "MAX_LINE_BYTES", 100)
+    path = write(tmp_path, [GOOD, row("What is " + "one plus " * 20 + "one?", "#### 21"), GOOD])
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))} line 2: \d+ bytes, more than 100; one problem a"):
+        read_gsm8k(path)
+    monkeypatch.setattr(gsm8k, "MAX_DATA_BYTES", 50)
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))} holds more than 50 bytes; give a smaller"):
+        read_gsm8k(path)
+
+
+def test_read_gsm8k_refuses_what_is_not_a_regular_file_without_opening_it(tmp_path):
+    """A device (/dev/null here; /dev/zero would never end), a folder or a FIFO that nobody writes (opening it would
+    block forever) is refused in one line. Read in a thread, so that a blocked read fails the test, then is freed."""
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for path in (os.devnull, tmp_path, fifo):
+        outcome = []
+
+        def read():
+            try:
+                read_gsm8k(path)
+            except DataError as e:
+                outcome.append(str(e))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(30)
+        if reader.is_alive():  # blocked opening the FIFO: a writer that closes at once ends it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(30)
+        assert (
+            outcome and outcome[0] == f"{path} is not a regular file (a folder, a FIFO or a device); give a JSONL file"
+        )
 
 
 def test_read_gsm8k_missing_file(tmp_path):
@@ -425,6 +465,24 @@ def test_countdown_verdict_wants_each_number_once_and_the_target():
     assert task.answer(pb, "<answer>3+5+7</answer>") == 15 and task.answer(pb, "<answer>3+3</answer>") is None
     assert not task.verdict(countdown((3, 3, 1), 1), "<answer>3/(3-3)*1</answer>")  # division by zero: wrong
     assert task.verdict(countdown((3, 3, 1), 2), "<answer>3/3+1</answer>")  # a number given twice may be used twice
+
+
+def test_countdown_counts_each_number_not_the_set_of_them():
+    """(2, 2, 5) -> 20: (2+2)*5 uses each number once; (5+5)*2 uses the same set {2, 5} but 5 twice and 2 once."""
+    task, pb = Countdown(eval_size=1), countdown((2, 2, 5), 20)
+    assert task.verdict(pb, "<answer>(2+2)*5</answer>") and task.answer(pb, "<answer>(2+2)*5</answer>") == 20
+    assert not task.verdict(pb, "<answer>(5+5)*2</answer>") and task.answer(pb, "<answer>(5+5)*2</answer>") is None
+    assert task.verdict(pb, "<answer>2*2*5</answer>") and not task.verdict(pb, "<answer>5*2*2*2</answer>")
+
+
+def test_a_typed_countdown_question_with_a_malformed_list_poses_a_problem_nothing_answers():
+    """sample.py reads a typed question with the run's task: a list it cannot read is no error, nothing is right."""
+    task = Countdown(eval_size=1)
+    for question in ("Using the numbers [1,,2], make 5.", "Using the numbers [1, 2,], make 3.", "numbers [], make 3"):
+        pb = task.problem(question)
+        assert pb.numbers == () and pb.gold is None, question
+        assert task.answer(pb, "<answer>1+2</answer>") is None and not task.verdict(pb, "<answer>1+2</answer>")
+    assert task.problem("Using the numbers [1,2, 3], make 6.").numbers == (1, 2, 3)
 
 
 def test_countdown_reward_pays_right_answers_and_a_format_bonus():

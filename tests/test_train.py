@@ -27,7 +27,7 @@ from model import GPT, GPTConfig
 from plumbing import checkpoint
 from plumbing.checkpoint import load_model, save_checkpoint
 from plumbing.cli import die
-from plumbing.export import HF_FILES
+from plumbing.export import GPT2_FILES
 from plumbing.tokenizer import byte_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -384,6 +384,29 @@ def test_a_diverging_policy_stops_in_one_line_and_no_nan_reaches_a_checkpoint(tm
     assert skipped == [(1, 1), (2, 0), (2, 1), (3, 0), (3, 1)] and len(records(out, "train")) == 3
 
 
+def test_a_run_whose_every_update_is_skipped_for_3_steps_stops_in_one_line(tmp_path, task, monkeypatch):
+    """A policy collapsed with finite weights: its log-probs stay finite, but every loss or gradient is not, so every
+    update is skipped (made so here: the loss times NaN). After 3 such steps in a row the run stops in one line saying
+    why, its checkpoint as last saved; a resume of it stops the same way, 3 steps later."""
+    plain = grpo.grpo_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = plain(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(grpo, "grpo_loss", nan_loss)
+    out = str(tmp_path / "out")
+    flags = ["--batch_prompts", "2", "--eval_every", "1", "--mu", "2", "--out_dir", out]
+    r = here(*task, *flags, "--steps", "8")
+    assert one_line_error(r, "step 3: every update of the last 3 steps was skipped"), r.stderr
+    assert "lower --lr or go back to an earlier checkpoint" in r.stderr
+    assert len(records(out, "skipped")) == 6 and [t["step"] for t in records(out, "train")] == [1, 2, 3]
+    saved = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)
+    assert saved["step"] == 2 and all(torch.isfinite(t).all() for t in saved["model"].values())
+    r = here("--init_from", "resume", "--out_dir", out, "--steps", "8")
+    assert one_line_error(r, "step 5: every update of the last 3 steps was skipped"), r.stderr
+
+
 @pytest.mark.parametrize("ratio, dynamic", [("token", "0"), ("seq", "0"), ("token", "2"), ("seq", "2")])
 def test_micro_batches_give_the_one_batch_step(tmp_path, task, ratio, dynamic, monkeypatch):
     """Gradient accumulation with step-level denominators: the same losses with or without --micro_batch, with
@@ -625,7 +648,7 @@ def test_no_command_touches_a_file_it_did_not_write(tmp_path, monkeypatch, capsy
         except SystemExit as e:
             assert flags[-1] == str(mine) and "'model.safetensors', which is not a file" in str(e.code), e.code
         assert snapshot() == before, script
-    assert sorted(os.listdir(tmp_path / "export")) == sorted(HF_FILES)
+    assert sorted(os.listdir(tmp_path / "export")) == sorted(GPT2_FILES)
     capsys.readouterr()
 
 
