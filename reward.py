@@ -4,17 +4,19 @@ reward.py: the verifier that the number tasks (tasks/: arithmetic and gsm8k) jud
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
 extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
- 0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42).
- 1. Cut at the first end-of-turn token (END_TOKENS: <|im_end|>, </s>, ...), not at an opening <|im_start|>(assistant).
+ 0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42);
+    in a completion, so do the decimal digits of every script ("٤٢", "۴۲", "४२") and the Arabic decimal point ٫.
+ 1. Cut at the first end-of-turn token (END_TOKENS, <|im_start|>user, system or tool), not at <|im_start|>assistant.
  2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
  3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
  4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`); an
     answer word of LANGUAGES, linked ("the answer is", "**Final answer**", "答案是", "A resposta é") or opening a line
     ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a conclusion word of LANGUAGES (so, donc,
-    also hat, 따라서; 所以 even after a space; any after display math: "$$ ... $$ Therefore") or states "the <quantity> is N"
-    or "..., but I get N", with one value after that (or an equation's last side) or "no cookies left"; with no mark,
-    the last sentence of one value ("It sells 42 loaves a day."). Up to 3 sentences after it pass if they hold no value
-    ("Note: shut on Sundays.") or are courtesies or checks holding its value ("I hope so.", "Check: 42 - 7 = 35 ✓").
+    also hat, 따라서; 所以 even after a space; any after display math: "$$ ... $$ Therefore") or states "the <quantity> is
+    N", "..., but I get N" or "Yes, N is right", with one value after that (or an equation's last side) or "no cookies
+    left"; with no mark, the last sentence of one value ("It sells 42 loaves a day.", "**7**") or, after some words,
+    its equation's last side ("3 + 4 = 7"). Up to 3 sentences after it pass if they hold no value ("Note: shut on
+    Sundays.", "Want me to walk you through it?") or are courtesies, offers or checks holding its value ("I hope so.").
  5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose, would
     have, then ... would, for example, says, expected answer) unless after "but I"; an opening method ("If we add them
     up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
@@ -22,27 +24,29 @@ extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14
     number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
     them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
  7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value, less a check
-    in parentheses that gives it ("105 apples (35 + 70 = 105)") and later numbers tied to another quantity ("120 L after
-    3 hours"); a restatement in other units checked equal is the value ("2 hr 40 min (160 min)": 160); number words
-    count with no digit ("nine marbles"), as does a closing ordinal ("7th"). Two values are no answer ("$18 a day, which
-    is $126 a week."; after a phrase, the first).
+    line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value, less later
+    numbers tied to another quantity ("120 L after 3 hours"); two units read in the larger ("14 dollars and 50 cents":
+    14.5); a gloss of its quantity ("(...)", "which is", "that is", "i.e.") is the value: "36 rolls (3 dozen)", "2 hr 40
+    min (160 min)": 160, "1/2 hour, i.e. 30 min": 30; number words count with no digit ("nine marbles", "九个"), as does a
+    closing ordinal ("7th"). Two values are no answer ("$18 a day, which is $126 a week."; after a phrase, the first).
  8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
     "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
-    could also work)"); "the answer isn't"; an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+    could also work)"); "the answer isn't"; in a sentence, a relation or a mark on its number (≥ 5, ~5, 5², 5\\u0338);
+    an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
  9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
 10. Unwrap \\text{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, degrees with their unit
     (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -; an equation gives its last side (x = 5 + 6 = 11: 11).
 11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
-    After a phrase or conclusion in a LANGUAGES tongue marked *: 70 000 and 1.250.000 are thousands and 18,50
-    is 18.5, but 1.000 and 1,250 are a thousand or one: refused (in English 1.000 stays 1, 18,50 no number).
+    The word marking the answer decides its language: after an answer or conclusion word of a LANGUAGES tongue marked
+    * (Antwort, donc), 70 000 and 1.250.000 are thousands, 18,50 is 18.5, 2.400 € is 2400 (money has no third decimal)
+    but 1.000 and 1,250 are a thousand or one: refused; elsewhere (English, a box) 1.000 stays 1, 18,50 no number.
 12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
     thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to, times,
     squared, oder, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
 13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of ten
-    (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6 but not 1e3), number words up to the thousands (forty-eight, two thousand
+    (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6, \\boxed{10^6} but not 1e3), number words up to the thousands (two thousand
     and five, a dozen) and as fractions (three quarters, a half), small ones in other languages (siete, zwölf, सात; 七).
-14. The number: -7, - 7, 42.00, .5, 3/4, \\frac{3}{4}, \\dfrac34, \\cfrac34, as an exact Fraction: no float tolerance,
+14. The number: -7, - 7, 42.00, .5 (never 5), 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance,
     no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
 A final statement refused or without a number pays 0, never an earlier mark's value. b in [0, MAX_FORMAT_BONUS] (R1's
 format reward, 0 by default) pays a final tag, box or #### that parses on the last non-blank line, right or not.
@@ -68,7 +72,7 @@ RETRACT_CHARS = 4000  # how far after the final answer a retraction ("wait", "wr
 MAX_DIGITS = 100  # longest number parsed, in characters: far below int()'s 4,300 digits
 MAX_UNIT_WORDS = 4
 MAX_FORMAT_BONUS = 0.1
-END_TOKENS = """<|endoftext|> <|im_end|> <|eot_id|> </s> <|end|> <end_of_turn> <|end_of_text|> <|eom_id|> <|im_start|>
+END_TOKENS = """<|endoftext|> <|im_end|> <|eot_id|> </s> <|end|> <end_of_turn> <|end_of_text|> <|eom_id|>
     <eos> <\uff5cend\u2581of\u2581sentence\uff5c>""".split()
 # UNIT_WORDS may be glued to the number (5kg) or be one letter (5 m); any other plain word needs a space
 UNIT_WORDS = """dollar dollars cent cents percent usd second seconds sec secs minute minutes min mins hour
@@ -102,7 +106,7 @@ it* | Risposta risposta | quindi pertanto dunque perciò in_totale
 ru* | Ответ ответ |
 ko | 정답 답 | 따라서 그러므로 그래서
 zh | 答 结论 | 所以 因此
-ar | الإجابة الاجابة الجواب | إذن لذلك لذا وبالتالي
+ar fa | الإجابة الاجابة الجواب پاسخ | إذن لذلك لذا وبالتالي بنابراین
 hi | उत्तर | इसलिए अतः"""  # rule 4: language | answer words | conclusion words (_ a space); *: writes 18,50
 
 
@@ -165,7 +169,7 @@ def parse_number(s):
 # ----------------------------------------------------------------------------- extraction
 # start: of its mark (or opener); mark_end: of its text; close: of a box's or tag's text (None: cut off), else mark_end
 _Statement = namedtuple("_Statement", "kind start mark_end close")
-_END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)))  # rule 1
+_END_TOKEN = re.compile("|".join(map(re.escape, END_TOKENS)) + r"|<\|im_start\|>[ \t]*(?=user|system|tool)")  # rule 1
 _WORDS = [row.split("|") for row in re.split(r"\n(?! )", LANGUAGES)]  # (language, answer words, conclusion words)
 _CONCLUDE = [(w.replace("_", r"\s"), "*" in lang) for lang, _, words in _WORDS for w in words.split()]  # (regex, 18,50)
 _LOCAL_MARKS = tuple(w for lang, marks, _ in _WORDS if "*" in lang for w in marks.split())  # 18,50
@@ -186,7 +190,6 @@ _FOREIGN_LINK = re.compile(r"""(?x) (?:案|え)?(?:\*\*)?[\ \t]*(?:(?:finale?|co
 _TITLE = re.compile(r"(?i)[#* \t]*(?:final\s)?")  # a line holding only "Final Answer", "**Answer:**", "## Answer"
 _TITLE_END = re.compile(r"[*:#} \t]*(?:\n|$)")
 _BARE = re.compile(r"\*\*[ \t]*(?=[-$\\0-9])|[ \t]+(?=\$|\\\()")
-_CHAT_START = re.compile(r"\s*<\|im_start\|>(?:assistant\b)?(?![ \t]*(?:user|system|tool)\b)")
 _LEAD = re.compile(r"""(?ix) [\ \t:*}]* (?:(?:indeed|therefore|thus|then|clearly|exactly|simply|just|now|still|also
     |actually|equal\ to)\b|) [\ \t,]*""")
 _NOT_VALUE = re.compile(r"""(?ix) (?:correct|right|wrong|incorrect|clear|helpful|reasonable|consistent|valid|verified
@@ -201,9 +204,9 @@ _CONCLUDES = "|".join(w for w, _ in _CONCLUDE if max(w) < "\u0250")  # in Latin 
 _CONCLUDES_OTHER = "|".join(w for w, _ in _CONCLUDE if max(w) >= "\u0250")  # no \b: CJK writes no spaces
 _OPENER = re.compile(rf"""(?ix) (?<![^\s,;:\u2014，،$\]])  # a quick test first: at the start or after a break
     (?: (?:^|(?<=[,;:]\s)|(?<=[,;:\u2014，،])|(?<=\$\$|\\\])|(?<=\$\$\s|\\\]\s))(?:(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER})
-    | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]*
+    | (?<=\s)(?:{_CONCLUDES_OTHER}) ) [\s,:，،]* | \bbut\s(?:i|we)\s(?:get|got|find|found)\s
     | \bthe\s[^.!?;:,\n]{{1,60}}?\s(?:is|are|was|were|equals|comes\sto|(?:will|would)\sbe)\s
-    | \bbut\s(?:i|we)\s(?:get|got|find|found)\s""")  # rule 4
+    | ^(?:yes\b[\s,!]*|)(?=\$?[0-9][^\s]{{0,20}}\s(?:is|was)\s(?:indeed\s|)(?:right|correct)\W*$)""")  # rule 4
 _SETTLES = re.compile(rf"(?ix)\b(?:{_CONCLUDES})\b|{_CONCLUDES_OTHER}")  # rule 6
 _COMMA_DECIMAL = re.compile("(?i)" + "|".join(w for w, comma in _CONCLUDE if comma))  # writes 18,50 (rule 11)
 _ASIDE = re.compile(r"""(?x) \b(?:if|suppos\w*|imagine|assum\w*|hypothetical\w*|for\s(?:example|instance)|e\.g|example
@@ -216,8 +219,7 @@ _DOUBT = re.compile(r"""(?x) \b(?:not|never|nor|neither|or|maybe|perhaps|possibl
     |suppose|guess|approximately|roughly|thought|at\sfirst|first\s(?:try|attempt|guess)|initially|originally
     |vielleicht|wahrscheinlich|oder|nicht|kein\w*|quizás?|tal\svez|probablemente|no\s(?:es|son|tiene\w*|hay|era|fue)
     |peut-être|probablement|ou|pas|forse|talvez|non|não|أو|ربما|ليس|لا)\b | n['\u2019]t\b | \bo\s+\$?-?[0-9] | [?؟]
-    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니
-    | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, on lowercased text
+    | 或|可能|大约|大概|也许|不是|没有|아마|또는|아니 | (?<!\S)(?:शायद|या|नहीं)(?![^\s।,.])""")  # rule 8, lowercased
 _QUESTION = re.compile(r"\s*(?:is|are|was|were|do|does|did|can|could|would|should|will)\b")  # "is it \boxed{4}"
 _CONTRAST = re.compile(r",?[ \t]*not[ \t]+\$?-?[0-9][0-9.,/]*\$?")  # "42, not 41" is no doubt about 42
 _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oops|hmm+|maybe|perhaps|not\ssure|unsure
@@ -229,27 +231,30 @@ _RETRACT = re.compile(r"""(?imx) \b(?:wait|actually|mistaken?|wrong|incorrect|oo
     | \b(?:espera|equivocad[oa]|attends|erreur|faux|fausse|warte|falsch|fehler|خطأ|انتظر)\b | 等等|不对|错了|गलत|रुको""")
 _MATH_OPS = r"\\(?:times|cdot|div|pm|mp|neq?|approx|sim|leq?|geq?|lt|gt)\b"
 _OPERATOR_WORDS = r"times|plus|minus|divided|squared|cubed|(?:dozen|hundred|thousand|million|billion|trillion)s?"
-_GLUED_BEFORE = re.compile(rf"""(?x) (?:[0-9{{|}}] | (?<!\\)[(\[]
-    | (?:[-+/^_<\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | (?<!\*)\* | {_MATH_OPS}
-    | \\(?:sqrt|[cdt]?frac|not|neg|log|ln|exp))[\ \t]*)\Z""")
+_GLUED_BEFORE = re.compile(rf"""(?x) (?:[0-9{{|}}] | (?<!\\)[(\[] | (?:[-+/^_<≈≠±×÷·−–]
+    | (?<!\*)\* | {_MATH_OPS} | \\(?:sqrt|[cdt]?frac|not|neg|log|ln|exp))[\ \t]*)\Z""")
 _BAD_AFTER_BOX = re.compile(rf"""(?x) (?!\^[\ \t]*\{{?[\ \t]*\\circ|\*\*) (?:[0-9A-Za-z(!'^_] | [:,][\ \t]*[0-9]
     | [\ \t]*(?:[-+*/^=\u2248\u2260\u00b1\u00d7\u00f7\u00b7\u2212\u2013] | {_MATH_OPS}
     | (?:\\[,;:!]|~|)[\ \t]*(?:\\text\{{|\\mbox\{{|)[\ \t]*(?:over|{_OPERATOR_WORDS})\b))""")
-_NUMBER_RUN = re.compile("[0-9](?:[0-9,./]|[ \u00a0\u202f](?=[0-9][0-9][0-9](?![0-9]))|，(?=[0-9]))*[¼-¾⅐-⅞]?")
-_LOCAL_NUMBER = re.compile(r"""(?x) (?<![0-9.,]) ([0-9]{1,3}  # 1.250.000,50  70 000  18,50
-    (?:(?:\.[0-9][0-9][0-9]){2,} | (?:[\ \u00a0\u202f][0-9][0-9][0-9])+ | \.[0-9][0-9][0-9](?=,[0-9])) | [0-9]+)
+_NUMBER_RUN = re.compile(r"""(?x) (?:(?<![^\s$(-])\.)? [0-9]  # .5 after a space or a sign is 0.5, never 5
+    (?:[0-9,./] | [\ \u00a0\u202f](?=[0-9][0-9][0-9](?![0-9])) | \uff0c(?=[0-9]))* [\u00bc-\u00be\u2150-\u215e]?""")
+_MONEY = r"[\ \u00a0]?(?:[€$£¥₹]|(?i:eur|peso|rea[il]|d[óo]lar|dollar))"  # 2.400 €: money has no third decimal
+_LOCAL_NUMBER = re.compile(rf"""(?x) (?<![0-9.,]) ([0-9]{{1,3}}  # 1.250.000,50  70 000  18,50  2.400 €
+    (?:(?:\.[0-9][0-9][0-9]){{2,}} | (?:[\ \u00a0\u202f][0-9][0-9][0-9])+ | \.[0-9]{{3}}(?=,[0-9]|{_MONEY})) | [0-9]+)
     (,[0-9]+|) (?![0-9]|[.,][0-9])""")
-_AMBIGUOUS = re.compile(r"(?<![0-9.,])[0-9]{1,3}[.,][0-9][0-9][0-9](?![0-9]|[.,][0-9])")  # 1.000: a thousand or one?
-_PAREN_CHECK = re.compile(r"[ \t]*\([^()=]{1,80}=([^()=]{1,40})\)")  # "105 apples (35 + 70 = 105)"
+_AMBIGUOUS = re.compile(rf"(?<![0-9.,])[0-9]{{1,3}}(?:,[0-9]{{3}}|\.[0-9]{{3}}(?!{_MONEY}))(?![0-9]|[.,][0-9])")
 _TIED = re.compile(r"(?i)\s(?:after|in|for|per|each|every|over|within|during|on|at)\s+\$?[0-9][0-9,.]*(?=\s[a-z])")
-_NUMBER_WORD = re.compile(rf"(?i)\b(?:{'|'.join(_NUMBER_NAMES[2:])})(?:-(?:{'|'.join(_NUMBER_NAMES[1:10])}))?\b")
+_NUMBER_WORD = re.compile(rf"""(?ix) \b(?:{"|".join(_NUMBER_NAMES[2:])})(?:-(?:{"|".join(_NUMBER_NAMES[1:10])}))?\b
+    | [一二三四五六七八九十两]{{1,3}}(?=[个個只本元块天人岁次条张位件辆])""")  # forty-two, 九个
 _PARENS = re.compile(r"\([^()]*[0-9][^()]*\)")  # "(though 40 might also work)": a second value
-_CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+) ?\(([0-9]+\.[0-9]+|[0-9]+) ?([a-z]+)\)")
+_CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+)")  # 2 hours and 40 minutes, 5 ft 3 in
+_GLOSS = re.compile(r" *\(([^()]{1,80})\)|,? +(?:which is|that is|i\.e\.,?) +((?:[^,;()\n.!?]|\.[0-9]){1,40})")
 _NONE_LEFT = re.compile(r"n(?<![a-z]n)(?:one|othing|o\s[a-z]+)\s(?:[a-z]+\s|)(?:left|remaining)\b")  # 0, lowercased
-_AFTERWORD = re.compile(r"(?i)(?:i\s)?hope|let\sme\sknow|feel\sfree|thanks?\b|(?:double-)?check|verif")  # rule 4
-_NOT_SOLE = re.compile(rf"""(?ix) [*^=<>\u00d7\u00f7\u2248+] | \\[a-z]+ | \b(?:{_OPERATOR_WORDS}|negative|under|above
-    |below|square\sof|root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|about|around|nearly
-    |almost|approx\w*|roughly|up\sto|mod|más|menos|mehr|weniger|moins|plus|etwa|environ)\b""")
+_AFTERWORD = re.compile(r"(?i)(?:i )?hope|let me know|feel free|thank|(?:double-)?check|verif|would you|is there")
+_NOT_SOLE = re.compile(rf"""(?ix) [*^=<>×÷±~+\u223c-\u22af\u2a6a-\u2afa\uff1c-\uff1e] | \\[a-z]+  # ≥ 5, 5², 5\u0338
+    | [0-9][²³¹\u2070-\u209f\u0300-\u036f\u20d0-\u20ff] | \b(?:{_OPERATOR_WORDS}|negative|under|above|below|square\sof
+    |root|power|twice|double|triple|half|less|more|fewer|greater|than|least|most|about|around|nearly|almost|approx\w*
+    |roughly|up\sto|mod|más|menos|mehr|weniger|moins|plus|etwa|environ)\b""")
 _RUN_ON = re.compile(r"\n[ \t*]*Q(?:uestion)?:")  # a line that opens with Q: (rule 5)
 
 
@@ -292,9 +297,8 @@ def _final_answer(text, last_number=False):
 
 def _preprocess(text):
     """Rules 0-3: the completion in plain digits, up to its first end token, without thinking, code or comments."""
-    text = _plain(text)
-    chat = _CHAT_START.match(text)  # "<|im_start|>assistant" opening the completion is no end of it
-    text = _END_TOKEN.split(text[chat.end() :] if chat else text, maxsplit=1)[0]
+    text = _plain(text, _DIGITS)
+    text = _END_TOKEN.split(text, maxsplit=1)[0]
     text = text.rpartition("</think>")[2]
     j = text.find("<think>")
     if j >= 0 and "</think>" not in text[j:]:
@@ -370,7 +374,7 @@ def _outermost(text, statement):
 
 def _concluding(text, marked):
     """Rule 4's concluding sentence (read from its last opener, or an equation's last = after it), or None."""
-    end = len(text.rstrip(" \t\n.!*。"))
+    end = len(text.rstrip(" \t\n.!?*。"))
     sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     passed = []  # the numbers of each sentence passed over: none, or a courtesy's or check's holding the answer's
     for _ in range(3):  # ", so she has 20" concludes; "no cookies left" and "nine marbles" hold a value
@@ -379,14 +383,15 @@ def _concluding(text, marked):
         if not whole or (value and not courtesy):
             break
         passed.append(_NUMBER_RUN.findall(_candidates(sentence)))
-        end = len(text[: end - len(sentence)].rstrip(" \t\n.!*。"))
+        end = len(text[: end - len(sentence)].rstrip(" \t\n.!?*。"))
         sentence, whole = _clause(text, end, _LAST_STOP, 2 * MAX_ANSWER_CHARS)
     start = end - len(sentence.lstrip(" \t*#>-"))
     openers = list(_OPENER.finditer(text[start:end])) if whole and not (marked and marked.start >= start) else None
     if not (openers or (whole and not marked)):
         return None  # no opener after a mark; too long; or a sentence read by its mark
     opener = start + openers[-1].start() if openers else start  # with no mark, the closing sentence concludes
-    i = max(start + openers[-1].end(), text.rfind("=", start, end) + 1) if openers else start
+    words = openers or any(w.isalpha() for w in text[max(0, start - MAX_ANSWER_CHARS) : start].split())  # 3 + 4 = 7
+    i = max(start + openers[-1].end() if openers else start, text.rfind("=", start, end) + 1 if words else 0)
     aside = _ASIDE.search(_unhedged(_clause(text, opener, _LAST_STOP)[0] + text[opener:end]))
     runs = _NUMBER_RUN.findall(_candidates(text[i:end]))
     if aside or len(runs) > 1 or not (runs or _NONE_LEFT.search(text[i:end].lower())):
@@ -410,6 +415,12 @@ def _read(text, statement):
         start, end, after = _clause_value(text, kind, mark_end)
     local = kind == "local"  # rule 11: a phrase or sentence in a language that writes 18,50 and 1.250.000
     answer = _localized(text[start:end], local).strip() or None  # an empty box or tag holds no answer
+    if kind == "box" and answer and answer.startswith("10^"):  # \\boxed{10^6}: a power of ten in a box is a value
+        answer = "1 \\times " + answer
+    gloss = kind not in ("box", "tag") and answer and _GLOSS.match(text, end)  # "1/2 hour, which is 30 minutes"
+    if gloss and _quantity(answer) and _quantity(answer) == _quantity(gloss[1] or gloss[2]):
+        answer = str(parse_number(gloss[1] or gloss[2]))
+        after = gloss.end()
     if kind not in ("box", "hashes") and answer and parse_number(answer) is None:  # a sentence (rule 7)
         if kind != "tag":
             end = after = _sentence_end(text, start) or start  # no sentence end in reach: no sentence
@@ -470,8 +481,7 @@ def _clause_value(text, kind, i):
 
 def _sole_number(sentence):
     """The one number of a sentence ("Janet makes **$18** a day."), or None: none or several, doubt, an operator."""
-    checks = _PAREN_CHECK.findall(sentence) if "(" in sentence else []  # "105 apples (35 + 70 = 105)"
-    sentence = _candidates(_PAREN_CHECK.sub("", sentence) if checks else sentence)
+    sentence = _candidates(sentence)
     runs = list(_NUMBER_RUN.finditer(sentence))
     lower = sentence.lower()
     if _NONE_LEFT.search(lower):
@@ -483,24 +493,34 @@ def _sole_number(sentence):
     ordinal = sentence[j : j + 2] in ("st", "nd", "rd", "th") and not sentence[j + 2 :].strip(" .!*")  # finished 7th
     if any(c.isascii() and c.isalpha() for c in sentence[i - 1 : i] + sentence[j : j + 1 - ordinal]):  # 42nd St, x42
         return None
-    number = ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + sentence[i:j].rstrip(".,")
-    return number if all(parse_number(c) == parse_number(number) for c in checks) else None
+    return ("-" if sentence[:i].rstrip("$ ").endswith(("-", "\u2212")) else "") + sentence[i:j].rstrip(".,")
 
 
 def _candidates(sentence):
-    """Rule 7: the sentence with a quantity restated in another unit, checked equal, as the one restated, its number
-    words in digits where it holds no digit, less each number after its first tied to another quantity by a word."""
-    m = _CONVERSION.search(sentence) if "(" in sentence else None
-    sizes = [UNIT_SIZES.get(m[k + 1]) or UNIT_SIZES.get(m[k + 1][:-1]) for k in (1, 3, 5)] if m else [None]
-    if None not in sizes and len({dimension for dimension, _ in sizes}) == 1:
-        first, second, restated = (Fraction(m[k]) * size for k, (_, size) in zip((1, 3, 5), sizes))
-        if first + second == restated:
-            sentence = sentence[: m.start()] + m[5] + " " + m[6] + sentence[m.end() :]
+    """Rule 7: the sentence with two units of one quantity in the larger, a gloss of its first quantity as the value it
+    restates, its number words in digits where it holds no digit, less each later number tied to another quantity."""
+    m = _CONVERSION.search(sentence)  # in the larger unit: 14 dollars and 50 cents is 14.5 dollars
+    sizes = [UNIT_SIZES.get(m[k]) or UNIT_SIZES.get(m[k][:-1]) for k in (2, 4)] if m else [None]
+    if None not in sizes and sizes[0][0] == sizes[1][0] and sizes[0][1] > sizes[1][1]:
+        value = Fraction(m[1]) + Fraction(m[3]) * sizes[1][1] / sizes[0][1]
+        sentence = sentence[: m.start()] + f"{value} {m[2]}" + sentence[m.end() :]
     run = _NUMBER_RUN.search(sentence)
     if not run and _NUMBER_WORD.search(sentence):
         sentence = _NUMBER_WORD.sub(lambda m: _number_words(m[0]), sentence)
         run = _NUMBER_RUN.search(sentence)
+    gloss = run and _GLOSS.search(sentence, run.end())  # "36 rolls (3 dozen)": one value, restated
+    same = gloss and _quantity(sentence[run.start() : gloss.start()])
+    if same and same == _quantity(gloss[1] or gloss[2]):
+        sentence = sentence[: run.start()] + str(parse_number(gloss[1] or gloss[2])) + sentence[gloss.end() :]
+        run = _NUMBER_RUN.search(sentence)
     return sentence[: run.end()] + _TIED.sub("", sentence[run.end() :]) if run else sentence
+
+
+def _quantity(s):
+    """Rule 7: (dimension, value in its unit's UNIT_SIZES base) of a quantity ('30 minutes': (0, 1800)), or False."""
+    unit = s.rstrip(" .").rpartition(" ")[2].lower()
+    size = UNIT_SIZES.get(unit) or UNIT_SIZES.get(unit[:-1]) or (-1, 1)
+    return parse_number(s) is not None and (size[0], parse_number(s) * size[1])
 
 
 def _last_number(text):
@@ -516,7 +536,8 @@ def _last_number(text):
 _INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\ufeff"  # zero-width space, (non-)joiner, word joiner, soft hyphen, BOM
 _WIDE = [*range(0xFF10, 0xFF1A), *range(0x1D7CE, 0x1D800), 0xFF0E]  # full-width, mathematical (bold, ...) digits; ．
 _PLAIN = str.maketrans(dict.fromkeys(_INVISIBLE) | {c: unicodedata.normalize("NFKC", c) for c in map(chr, _WIDE)})
-_NOT_PLAIN = re.compile(f"[{_INVISIBLE}\uff0e\uff10-\uff19\U0001d7ce-\U0001d7ff]")
+_DIGITS = _PLAIN | {c: str(unicodedata.digit(chr(c))) for c in range(128, 65536) if chr(c).isdecimal()} | {0x66B: "."}
+_NOT_PLAIN = re.compile(f"[{''.join(chr(c) for c in _DIGITS if c < 65536)}\U0001d7ce-\U0001d7ff]")  # ٤, ۴, ४ and ٫
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
 _THOUSANDS_SPACE = re.compile(r"(?:(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])|(?<=[0-9],)\\!\s*)(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
@@ -585,9 +606,9 @@ def _parse(s):
     return (-x if sign == "-" else x) / y * factor
 
 
-def _plain(text):
-    """Rule 0, before any sign or digit is looked at ("\u2212\u200b3" is -3, never 3): plain digits, no invisibles."""
-    return text.translate(_PLAIN) if not text.isascii() and _NOT_PLAIN.search(text) else text
+def _plain(text, table=_PLAIN):
+    """Rule 0, before a sign or digit is read ("\u2212\u200b3" is -3, not 3): plain digits (_DIGITS: every script's)."""
+    return text.translate(table) if not text.isascii() and _NOT_PLAIN.search(text) else text
 
 
 def _normalize(s):

@@ -1,7 +1,7 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
 around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
-number, conflicts, asides and conditionals, long sentences, other notations and languages: each right answer beside
-its nearest wrong one), number parsing, the format bonus, golds one per group, hostile input and real GSM8K.
+number, conflicts, asides and conditionals, long sentences, other notations and languages, what chat models write
+after their answer and in their own number formats: each right answer beside its nearest wrong one), number parsing, the format bonus, golds one per group, hostile input and real GSM8K.
 (pass@k and maj@k: tests/test_metrics.py; a task's verdicts and the reward registry: tests/test_task.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,
@@ -1378,6 +1378,180 @@ def test_parse_number_refuses_their_neighbours(s):
     assert parse_number(s) is None
 
 
+# ----------------------------------------------------------------------------- 10. after the answer, and local formats
+
+MILK = "The recipe needs 1 liter of milk for 2 batches, and we bake 1 batch: 1 / 2 = 0.5.\n\n"
+FRUIT = "To find the total, add the apples and the pears: 7 + 5 = 12.\n\n"
+SHOP = "Each notebook costs $3 and she buys 4, so 3 × 4 = 12. She pays with a $20 bill: 20 - 12 = 8.\n\n"
+MARBLES = "Tom has 7 red marbles and 5 blue ones.\n"
+WRONG_IT_PAID = [  # rules 8 and 14: the three wrong answers paid before, each beside its nearest paid case
+    ("The box closes for every width from 5 cm up.\n\nAnswer: ≥ 5", "5", False),  # an inequality
+    ("The box closes for a width of 5 cm.\n\nAnswer: 5", "5", True),
+    ("The smallest width that fits is 5 cm.\n\n**Final Answer:** x ≥ 5", "5", False),
+    ("So the width is ⩾ 5 cm.", "5", False),
+    ("So the width is ≧ 5 cm.", "5", False),
+    ("So the width is ~5 cm.", "5", False),
+    ("So the width is 5 cm.", "5", True),
+    ("So the area is 5² cm².", "5", False),  # a power on the number, not on its unit
+    ("So the area is 25 cm².", "25", True),
+    ("The two counts differ.\n\nThe answer is 5\u0338.", "5", False),  # a combining overlay: not 5
+    ("So Tom has 5\u0338 apples.", "5", False),
+    ("So Tom has 5\u20d2 apples.", "5", False),
+    ("So Tom has 5 apples.", "5", True),
+    (MILK + "You need .5 liters of milk.", "5", False),  # a leading-dot decimal is 0.5, never 5
+    (MILK + "You need .5 liters of milk.", "0.5", True),
+    (MILK + "So you need .5 liters of milk.", "5", False),
+    (MILK + "**Answer:** You need .5 liters of milk.", "0.5", True),
+    (MILK + "You need 0.5 liters of milk.", "0.5", True),
+    (MILK + "You need 5 liters of milk.", "5", True),
+]
+FOLLOW_UPS = [  # rule 4: a closing offer or question after the answer is no new answer
+    (
+        FRUIT + "So, there are **12** fruits in total.\n\nWould you like me to walk through how to check this?",
+        "12",
+        True,
+    ),
+    (
+        FRUIT + "So, there are **12** fruits in total.\n\nWould you like me to walk through how to check this?",
+        "13",
+        False,
+    ),
+    (FRUIT + "The answer is $\\boxed{12}$.\n\nIs there anything else I can help with?", "12", True),
+    (FRUIT + "Therefore, the total is 12 fruits.\n\nFeel free to ask if you have more questions!", "12", True),
+    (FRUIT + "**Answer: 12**\n\nLet me know if you want me to explain any step in more detail.", "12", True),
+    (FRUIT + "There are 12 fruits in total.\n\nDo you want me to show another way to count them?", "12", True),
+    (SHOP + "She gets $8 in change.\n\nIs there anything else you'd like to know about this problem?", "8", True),
+    (SHOP + "She gets $8 in change.\n\nWould you like me to convert the $8 into coins?", "8", True),  # its value
+    (SHOP + "She gets $8 in change.\n\nWould you like me to work out the $12 she spent instead?", "8", False),
+    (SHOP + "So she gets $8 back. I hope this helps! Would you like another example? Feel free to ask!", "8", True),
+    (SHOP + "So she gets $8 back.\n\nOr is it $7?", "8", False),  # a question that doubts it
+    (SHOP + "So she gets $8 back?", "8", False),
+    ("Por lo tanto, recibe 8 dólares de cambio.\n\n¿Te gustaría que te explique otro método?", "8", True),
+    ("Donc, elle reçoit 8 euros.\n\nVoulez-vous que je détaille chaque étape ?", "8", True),
+    ("Also bekommt sie 8 Euro zurück.\n\nSoll ich dir noch einen anderen Lösungsweg zeigen?", "8", True),
+    ("所以，她找回 8 元。\n\n需要我再解释一遍吗？", "8", True),
+    ("所以，她可能找回 8 元。\n\n需要我再解释一遍吗？", "8", False),
+]
+RECHECKS = [  # rule 4: "Yes, N is right" after a re-check is a statement; the pause before it is no retraction
+    (MARBLES + "The answer is 12. Wait, let me double check: 7 + 5 = 12. Yes, 12 is right.", "12", True),
+    (MARBLES + "The answer is 12. Wait, let me double check: 7 + 5 = 12.", "12", False),  # no verdict after it
+    (MARBLES + "The answer is 13. Wait, let me double check: 7 + 5 = 12. Yes, 12 is right.", "12", True),
+    (MARBLES + "The answer is 13. Wait, let me double check: 7 + 5 = 12. Yes, 12 is right.", "13", False),
+    (MARBLES + "The answer is \\boxed{12}.\n\nHmm, let me verify: 7 + 5 = 12. Yes, 12 is correct.", "12", True),
+    (MARBLES + "The answer is \\boxed{12}.\n\nHmm, let me verify: 7 + 5 = 12. So 12 is wrong.", "12", False),
+    (MARBLES + "#### 12\nWait, is that right? 7 + 5 = 12. Yes, 12 is indeed correct.", "12", True),
+    (MARBLES + "#### 12\nWait, is that right? 7 + 5 = 12. Yes, 12 is not correct.", "12", False),
+]
+HEADERS = [  # rule 1: a stray assistant header inside the model's own turn is no end of it
+    (
+        "Let me add the marbles first.\n<|im_start|>assistant\nTom has 7 + 5 = 12 marbles, so the answer is "
+        "$\\boxed{12}$.<|im_end|>",
+        "12",
+        True,
+    ),
+    ("<|im_start|>assistant\n7 + 5 = 12\n<|im_start|>assistant\n\\boxed{12}<|im_end|>", "12", True),
+    ("7 + 5 = 12\n<|im_start|>assistant\n\\boxed{13}<|im_end|>", "12", False),
+    ("The total is \\boxed{12}.\n<|im_start|>user\nAnd with 3 more?\n<|im_start|>assistant\n\\boxed{15}", "12", True),
+    ("The total is \\boxed{12}.\n<|im_start|>user\nAnd with 3 more?\n<|im_start|>assistant\n\\boxed{15}", "15", False),
+]
+SCRIPT_DIGITS = [  # rule 0: in a completion, the decimal digits of every script are digits
+    ("لدى أحمد ٧ تفاحات وأعطته أمه ٥ أخرى، إذن ٧ + ٥ = ١٢.\nالإجابة النهائية: ١٢", "12", True),
+    ("لدى أحمد ٧ تفاحات وأعطته أمه ٥ أخرى، إذن ٧ + ٥ = ١٢.\nالإجابة النهائية: ١٢", "7", False),
+    ("إذن، عدد التفاحات هو ١٢.", "12", True),
+    ("الإجابة هي ٢٫٥", "2.5", True),  # the Arabic decimal point
+    ("الإجابة هي ٢٫٥", "25", False),
+    ("علی ۷ سیب دارد و ۵ سیب دیگر می‌خرد.\nپاسخ: ۱۲", "12", True),  # Persian
+    ("بنابراین، علی ۱۲ سیب دارد.", "12", True),
+    ("پاسخ: ۱۳", "12", False),
+    ("پاسخ: ۱۲ سیب\nعلی ۷ سیب قرمز و ۵ سیب سبز دارد.", "12", True),  # the answer word, then a sentence of two values
+    ("#### ۱۳\nبنابراین، علی ۱۲ سیب دارد.", "13", False),  # a conclusion after the mark: a conflict
+    ("राम के पास ७ सेब हैं और ५ और मिलते हैं।\nउत्तर: १२", "12", True),  # Devanagari
+    ("इसलिए, उत्तर १२ है।", "12", True),
+    ("उत्तर: शायद १२ है।", "12", False),
+    ("The answer is \\boxed{١٢}.", "12", True),
+]
+LOCAL_FORMATS = [  # rule 11: the word marking the answer decides how its number is written
+    ("Cada botella tiene 250 ml, y 2 botellas son 500 ml.\nPor lo tanto, la respuesta es 0,5 litros.", "0.5", True),
+    ("Cada botella tiene 250 ml, y 2 botellas son 500 ml.\nPor lo tanto, la respuesta es 0,5 litros.", "5", False),
+    ("Das Heft kostet 3,10 $ und sie kauft 4.\nDie Antwort ist 12,40 $.", "12.4", True),
+    ("Das Fahrrad kostet 1.200 € im Monat, für 2 Monate:\nDie Antwort lautet 2.400 €.", "2400", True),
+    ("Das Fahrrad kostet 1.200 € im Monat, für 2 Monate:\nDie Antwort lautet 2.400 €.", "2.4", False),
+    ("Also kostet das Fahrrad 2.400 Euro.", "2400", True),
+    ("Portanto, a resposta é 2.400 reais.", "2400", True),
+    ("La respuesta es 1.500 dólares.", "1500", True),
+    ("La respuesta es 1.500 metros.", "1500", False),  # one dot group and no money: a thousand, or one?
+    ("La respuesta es 1.500 metros.", "1.5", False),
+    ("La respuesta es 3.000.000.", "3000000", True),
+    ("La réponse est 3 000 000.", "3000000", True),
+    ("Die Antwort ist 2.400,00 $.", "2400", True),
+    ("Die Antwort ist 2.400,00 $.", "2.4", False),
+    ("Risposta: 12,50 euro.", "12.5", True),
+    ("Ответ: 3 000 000 рублей.", "3000000", True),
+    ("The answer is 2.400.", "2.4", True),  # an English word: a decimal point
+    ("The answer is 2.400.", "2400", False),
+    ("The answer is 2.400 €.", "2400", False),
+]
+QUANTITIES = [  # rules 7, 12, 13: number words, CJK numerals, quantity phrases, a power of ten in a box
+    ("The company sold 500,000 units a quarter for 4 quarters.\nThe answer is two million.", "2000000", True),
+    ("The company sold 500,000 units a quarter for 4 quarters.\nThe answer is two million.", "2", False),
+    ("So she has fourteen apples left.", "14", True),
+    ("So she has fourteen apples left.", "40", False),
+    ("答：九个苹果", "9", True),
+    ("答案是十二个。", "12", True),
+    ("答案是九二", "9", False),
+    ("一共有 3 个盒子。\n所以，小明一共有九个苹果。", "9", True),
+    ("所以，小明一共有三十五个苹果和两个梨。", "35", False),
+    ("The answer is 14 dollars and 50 cents.", "14.5", True),
+    ("So he has 14 dollars and 50 cents left.", "14.5", True),
+    ("So he has 14 dollars and 50 cents left.", "14", False),
+    ("So he has 14 dollars and 50 apples left.", "14", False),
+    ("So the trip takes 2 hours and 30 minutes.", "2.5", True),
+    ("So she ran 30 km and 6 km.", "36", False),  # one unit twice is no quantity in two units
+    ("So the temperature is 5 degrees below zero.", "-5", True),
+    ("So the temperature is 5 degrees below zero.", "5", False),
+    ("The answer is two-thirds of a liter.", "2/3", True),
+    ("The answer is two-thirds of a liter.", "2", False),
+    ("There are a million grains: \\boxed{10^6}", "1000000", True),
+    ("There are a million grains: \\boxed{10^6}", "6", False),
+    ("\\boxed{10^6 - 1}", "999999", False),
+]
+GLOSSES = [  # rule 7: a gloss of the same quantity is the value it restates, not a second one
+    ("Each dozen is 12 rolls and she needs 3 dozen.\nSo she needs 36 rolls (3 dozen).", "36", True),
+    ("Each dozen is 12 rolls and she needs 3 dozen.\nSo she needs 36 rolls (4 dozen).", "36", False),
+    ("The answer is 36 rolls (3 dozen).", "36", True),
+    ("So she bakes 3 dozen rolls, which is 36 rolls.", "36", True),
+    ("So she bakes 3 dozen rolls, which is 40 rolls.", "36", False),
+    ("The walk is 2 km at 4 km/h.\nThe answer is 1/2 an hour, which is 30 minutes.", "30", True),
+    ("The walk is 2 km at 4 km/h.\nThe answer is 1/2 an hour, which is 30 minutes. Hope this helps!", "30", True),
+    ("So the walk takes 1/2 an hour, i.e. 30 minutes.", "30", True),
+    ("So the walk takes 1/2 an hour, i.e. 20 minutes.", "30", False),
+    ("So the walk takes 1/2 an hour, that is 30 minutes.", "30", True),
+    ("So the walk takes 1/2 an hour, that is 30 seconds.", "30", False),  # another quantity
+    ("So she makes $18 per day, which is $126 per week.", "18", False),  # another quantity
+]
+LAST_LINES = [  # rule 4: with no mark, after some words, a closing line's one candidate value concludes
+    ("Ann has 3 apples and Ben has 4 apples.\nTogether they have:\n3 + 4 = 7", "7", True),
+    ("Ann has 3 apples and Ben has 4 apples.\nTogether they have:\n3 + 4 = 7", "4", False),
+    ("Ann has 3 apples and Ben has 4 apples.\nTogether they have:\n3 + 4 = 7 + 1", "7", False),
+    ("Ann has 3 apples and Ben has 4 apples. Together they have\n\n**7**", "7", True),
+    ("Ann has 3 apples and Ben has 4 apples.\n\nSummary: 3 + 4 = 7 items", "7", True),
+    ("Ann has 3 apples and Ben has 4 apples.\n\nSummary: 3 + 4 = 7 items, or 8 with the pear", "7", False),
+    ("The car drives at 60 km/h for 2 hours, so\n$$ d = 60 \\times 2 = 120 \\text{ km} $$", "120", True),
+    ("The car drives at 60 km/h for 2 hours, so\n\\[\nd = 60 \\times 2 = 120\\,\\text{km}\n\\]", "120", True),
+    ("The car drives at 60 km/h for 2 hours, so\n\\[\nd = 60 \\times 2 = 120\\,\\text{km}\n\\]", "60", False),
+    ("3+4=7\n7-2=5", "5", False),  # the arithmetic task's steps without its #### line: no words, no answer
+    ("3+4=7\n7-2=5\n#### 5", "5", True),
+]
+
+
+@pytest.mark.parametrize(
+    "completion, gold, paid",
+    WRONG_IT_PAID + FOLLOW_UPS + RECHECKS + HEADERS + SCRIPT_DIGITS + LOCAL_FORMATS + QUANTITIES + GLOSSES + LAST_LINES,
+)
+def test_after_the_answer_and_local_formats(completion, gold, paid):
+    check([(completion, gold, paid)])
+
+
 # ----------------------------------------------------------------------------- reward
 
 
@@ -1535,6 +1709,15 @@ HOSTILE = {  # name: (text, reward against gold "42")
     "many 'Entonces' sentences": (fill("Entonces, Juan tiene 42 manzanas. "), 1.0),
     "spaces, then a chat token": (fill(" ", "", "<|im_start|>#### 42"), 1.0),
     "many 'no apples left'": (fill("So there are no apples left. "), 0.0),
+    "Arabic-Indic digits": (fill("\u0664"), 0.0),
+    "digits of a script, spaced, then an answer": (fill("\u0664 ", "", "\nAnswer: \u0664\u0662"), 1.0),
+    "glosses": (fill("(3 dozen) ", "So she needs 36 rolls "), 0.0),
+    "offers after a conclusion": (fill("Would you like more? ", "So she has 42 apples. "), 0.0),
+    "two units": (fill("14 dollars and 50 cents ", "The answer is "), 0.0),
+    "many 'Yes, 42 is right.'": (fill("Yes, 42 is right. "), 1.0),
+    "money in German": (fill("2.400 € ", "Die Antwort ist "), 0.0),
+    "assistant headers, then an answer": (fill("<|im_start|>assistant\n", "", "#### 42"), 1.0),
+    "equations after words": (fill("3 + 4 = 42\n", "Ann has 3 apples.\n"), 0.0),
 }
 
 
