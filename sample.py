@@ -15,28 +15,14 @@ grpo.score reruns a net's forward on them for the log-probs of the sampled token
 Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
 - a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
   logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy token's log-prob under the untempered model;
-- π_old's log-probs are not taken from here: train.py recomputes them with its training forward and logs their
-  largest gap to `Rollout.logprobs` (logp_gap), which tests/test_sample.py shows is rounding at τ without top-k;
+- π_old's log-probs are not taken from here (README's step table says why; `Rollout.logprobs` give logp_gap);
 - a model that has diverged does not stop generate: non-finite logits give some token and a non-finite value
   in `logprobs`, for the caller to check once per step.
 
-Three decoders (generate's `decode`, train.py's --decode). For the same seed they give the same tokens, masks,
-T and generator state after the call, and log-probs equal up to float rounding (tests/test_sample.py; in
-float32: under bf16 autocast, rounding differs more and a rare token may too):
-    "plain"   the loop in generate(), on model.KVCache's dynamic cache: every step has a new shape (the cache
-              grows) and asks the device whether every row has finished. Read it first: it is the reference.
-    "static"  decode_static(): the same steps on the static cache (KVCache(static=True)), each step the same
-              computation on the same buffers, and the host asks only every SYNC_EVERY steps.
-    "graph"   "static" with one decode step captured once as a CUDA graph and replayed (CUDA only): on a GPU a
-              small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
-
-Measuring samples (the end of the file): pass@k and maj@k of the G samples of each problem, both exact averages over all
-k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and sampled_metrics()
-take a judge, the run's task (tasks/) or any object with its two methods verdict(problem, completion) -> bool and
-answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives
-pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like.
-DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than
-adding new ones. The command line (the file's end) talks to a checkpoint."""
+Three decoders, generate's `decode` (train.py's --decode): "plain" (the loop in generate(), the reference; read it
+first), "static" and "graph" (the fast path, for a GPU: its section says how they match). Measuring samples (pass@k,
+maj@k, evaluate: the end of the file) takes the task as a judge. The command line (the file's end) talks to a
+checkpoint."""
 
 import math
 from collections import Counter
@@ -273,6 +259,15 @@ def generate(
 
 
 # ----------------------------------------------------------------------------- the fast path: "static" and "graph"
+# Three decoders (generate's `decode`, train.py's --decode). For the same seed they give the same tokens, masks,
+# T and generator state after the call, and log-probs equal up to float rounding (tests/test_sample.py; in
+# float32: under bf16 autocast, rounding differs more and a rare token may too):
+#     "plain"   the loop in generate(), on model.KVCache's dynamic cache: every step has a new shape (the cache
+#               grows) and asks the device whether every row has finished. Read it first: it is the reference.
+#     "static"  decode_static(): the same steps on the static cache (KVCache(static=True)), each step the same
+#               computation on the same buffers, and the host asks only every SYNC_EVERY steps.
+#     "graph"   "static" with one decode step captured once as a CUDA graph and replayed (CUDA only): on a GPU a
+#               small model is bound by kernel launches and host waits, not arithmetic (tests/bench_sample.py).
 SYNC_EVERY = 8  # steps per "all finished?" check (a wait for the device); up to SYNC_EVERY - 1 run past the end
 GRAPH_WARMUP = 2  # steps run eagerly on a side stream before capture, which CUDA graphs require
 
@@ -355,6 +350,13 @@ def graphed(step, generator):
 
 
 # ----------------------------------------------------------------------------- measuring samples: pass@k and maj@k
+# pass@k and maj@k of the G samples of each problem, both exact averages over all
+# k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and sampled_metrics()
+# take a judge, the run's task (tasks/) or any object with its two methods verdict(problem, completion) -> bool and
+# answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives
+# pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like.
+# DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than
+# adding new ones.
 
 
 def pass_at_k(n, c, k):
