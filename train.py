@@ -295,6 +295,13 @@ def log_step(roll, rewards, correct, old_logp, stats, entropy, sampled, t0):  # 
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: π_old is not scored as the sampler drew")
 
 
+SHOW = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high entropy len truncated logp_gap tok_s dt".split()
+still = {"reward_mean"} if args.reward == "verifier" and not args.format_bonus and not args.overlong else set()  # =acc
+still |= {"kl"} if args.beta == 0 else set()
+still |= {"clip_frac_low", "clip_frac_high"} if args.mu == 1 and args.ratio == "token" else set()  # ρ ≡ 1 (grpo.py)
+opening = []  # dead_frac of the run's first steps (log_step)
+
+
 # ---------------- GRPO: the optimizer, π_ref, then the loop
 ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # frozen π_ref, when β > 0
 optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -302,13 +309,8 @@ step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref, task.key) if 
 optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value
 # PLUMBING up to the loop (the log, Ctrl-C): a learner may skip it; try not to modify it
 run.open_log(ckpt["log_bytes"] if ckpt else 0)  # as far as the checkpoint
-SHOW = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high entropy len truncated logp_gap tok_s dt".split()
-still = {"reward_mean"} if args.reward == "verifier" and not args.format_bonus and not args.overlong else set()  # =acc
-still |= {"kl"} if args.beta == 0 else set()
-still |= {"clip_frac_low", "clip_frac_high"} if args.mu == 1 and args.ratio == "token" else set()  # ρ ≡ 1
 run.catch_ctrl_c()  # Ctrl-C: every rank finishes the step, then the run saves
 stopping = False  # any rank's Ctrl-C
-opening = []  # dead_frac of the run's first steps (log_step)
 if master and not ckpt:
     evaluate()  # the starting point
 variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
@@ -331,7 +333,7 @@ while step < args.steps and not stopping:
         ref_logp = None if ref is None else torch.cat([score(ref, roll, r, args.temperature) for r in micro])
     old_logp = torch.zeros_like(roll.logprobs)  # (N, T)
     entropy = torch.zeros((), device=device)  # Σ over the sampled tokens
-    for inner in range(args.mu):  # 5. μ updates; the first one's forward is π_old's (so at μ = 1, ρ ≡ 1)
+    for inner in range(args.mu):  # 5. μ updates; the first one's forward is π_old's
         optimizer.zero_grad(set_to_none=True)
         stats = {}  # this update's: each micro-batch's are its share of the step
         for rows in micro:
