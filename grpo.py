@@ -39,55 +39,57 @@ K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp
 # ----------------------------------------------------------------------------- log-probs
 
 
-def token_logprobs(logits, tokens, temperature=1.0):
-    """log π(tokens[n, t]) as (N, T), from logits (N, T, V) ALREADY aligned with tokens (N, T).
+def scoring_columns(P):
+    """THE shift, in one place: the completion seq[:, P:] (N, T) of seq (N, P+T) is scored by the logits at columns
+    P-1 .. P+T-2 (column c predicts the token at c+1), the only ones computed: net(seq, mask, logits_at=this)."""
+    return slice(P - 1, -1)
 
-    logits[:, t] must be the distribution that tokens[:, t] was drawn from; the one-position shift lives in
-    completion_logprobs below. Computed as the picked logit minus logsumexp, in at least float32; no log-softmax
-    (N, T, V) is materialised. The logits are divided by the temperature exactly as the sampler does;
-    temperature <= 0 (greedy sampling, which has no distribution) is scored at temperature 1.
-    """
-    if temperature <= 0:
-        temperature = 1.0
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (N, T, V)
-    if temperature != 1.0:
-        logits = logits / temperature  # (N, T, V)
-    picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (N, T)
-    return picked - torch.logsumexp(logits, dim=-1)  # (N, T) log softmax at the token
+
+def tempered(logits, temperature):
+    """logits / τ (N, T, V) in at least float32, as the sampler draws; τ <= 0 (greedy sampling, which has no
+    distribution) is scored at τ = 1. float32 logits at τ = 1 are returned as they are: no copy."""
+    z = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (N, T, V)
+    return z if temperature <= 0 or temperature == 1.0 else z / temperature  # (N, T, V)
+
+
+def token_logprobs(logits, tokens, temperature=1.0):
+    """log π(tokens[n, t]) as (N, T), from logits (N, T, V) ALREADY aligned with tokens (N, T), at `temperature`
+    (tempered): the picked logit minus logsumexp, in at least float32, no log-softmax (N, T, V) materialised."""
+    z = tempered(logits, temperature)  # (N, T, V)
+    picked = z.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (N, T)
+    return picked - torch.logsumexp(z, dim=-1)  # (N, T) log softmax at the token
 
 
 def completion_logprobs(logits, seq, P, temperature=1.0):
-    """THE shift, in one place: log-probs (N, T) of the completion seq[:, P:] of seq (N, P+T).
-
-    logits (N, P+T, V) come from model(seq, mask); the logits at column c predict the token at column c+1, so
-    the completion tokens seq[:, P:] are scored by logits[:, P-1:-1]. Used for the policy, π_old and π_ref alike.
-    """
-    return token_logprobs(logits[:, P - 1 : -1], seq[:, P:], temperature)  # (N, T)
+    """Log-probs (N, T) of the completion seq[:, P:] of seq (N, P+T), from logits (N, T, V) at scoring_columns(P)
+    (others are refused: ValueError). Used for the policy, π_old and π_ref alike."""
+    if logits.shape[:2] != seq[:, P:].shape:
+        raise ValueError(f"logits {tuple(logits.shape)} are not the scoring columns of {P} + {seq.shape[1] - P}")
+    return token_logprobs(logits, seq[:, P:], temperature)  # (N, T)
 
 
 @torch.no_grad()
-def completion_entropy(logits, P, temperature=1.0):
-    """The entropy H_t = -Σ_v p_v log p_v (N, T) of the distribution p = softmax(logits / τ) each completion token
-    was drawn from (the same positions as completion_logprobs), in at least float32, without grad. Its mean over an
-    answer's tokens falls as the policy grows sure of itself ("entropy collapse"); train.py logs the step's mean."""
-    if temperature <= 0:
-        temperature = 1.0
-    z = logits[:, P - 1 : -1].to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # (N, T, V)
-    logp = torch.log_softmax(z, dim=-1)  # (N, T, V)
-    return -(logp.exp() * logp).sum(dim=-1)  # (N, T)
+def completion_entropy(logits, temperature=1.0):
+    """The entropy H_t = -Σ_v p_v log p_v (N, T) of each p = softmax(logits / τ) a completion token was drawn from
+    (logits (N, T, V) at the scoring columns), in at least float32, without grad, a row's (T, V) at a time. Its mean
+    over an answer falls as the policy grows sure of itself ("entropy collapse"); train.py logs the step's mean."""
+    z = tempered(logits, temperature)  # (N, T, V)
+    H = torch.empty(z.shape[:2], dtype=z.dtype, device=z.device)  # (N, T)
+    for n in range(len(z)):
+        logp = torch.log_softmax(z[n], dim=-1)  # (T, V)
+        H[n] = -logp.exp().mul_(logp).sum(dim=-1)  # (T,)
+    return H
 
 
 def score(net, tokens, mask, P, temperature, autocast=nullcontext(), with_entropy=False):
-    """log π(o_t) (N, T) of the completions tokens[:, P:] under `net` at `temperature`: the forward rerun on the
-    sampled tokens (N, P+T) and their mask, as the sampler ran it, then the one shift (completion_logprobs); with
-    with_entropy, also the entropy (N, T) from the same logits. `autocast` wraps the forward. train.py scores π_θ,
-    π_old and π_ref this way, and the teacher's tokens in the warm start."""
+    """log π(o_t) (N, T) of the completions tokens[:, P:] (N, P+T) under `net` (its forward in `autocast`, rerun on
+    the sampled tokens and mask as the sampler ran it) at `temperature`; with_entropy: also the entropy (N, T), from
+    the same logits / τ. train.py scores π_θ, π_old and π_ref this way, and the teacher's tokens in the warm start."""
     with autocast:
-        logits = net(tokens, mask)  # (N, P+T, V)
-    logp = completion_logprobs(logits, tokens, P, temperature)  # (N, T)
-    if with_entropy:
-        return logp, completion_entropy(logits, P, temperature)  # (N, T), (N, T)
-    return logp
+        logits = net(tokens, mask, logits_at=scoring_columns(P))  # (N, T, V)
+    logits = tempered(logits, temperature)  # (N, T, V) float32 / τ, which the backward keeps; the net's dropped
+    logp = completion_logprobs(logits, tokens, P)  # (N, T)
+    return (logp, completion_entropy(logits)) if with_entropy else logp  # (N, T), and (N, T)
 
 
 # ----------------------------------------------------------------------------- KL

@@ -29,14 +29,15 @@ Positions start at each row's first real token, so a left-padded row gives the s
 sequence alone (tests/test_model.py).
 
 The device (the end of the file): best_device() picks cuda, then mps, then cpu; bf16_supported() says where bf16
-autocast is the default; GPT.check_memory states the least memory a GRPO step of given sizes needs (device_memory:
-what the device has), so that train.py refuses sizes that cannot fit before any work; a floor, not an estimate.
+autocast is the default; GPT.step_memory estimates what a GRPO step holds, from which GPT.check_memory picks the rows
+a forward/backward that fit the device (device_memory) or refuses the sizes, before any work.
 
 Where this departs from GPT-2 / DeepSeekMath (a 7B model pretrained on math):
 - a small model trained from scratch by default (train.py's warm start), or GPT-2's weights;
 - no dropout: RL needs the sampler and the trainer to see the same function.
 """
 
+import bisect
 import math
 import os
 from dataclasses import dataclass
@@ -238,6 +239,7 @@ class LlamaAttention(nn.Module):
         super().__init__()
         self.n_head = config.n_head
         self.n_kv_head = config.kv_heads
+        self.gqa = config.n_head != config.kv_heads  # grouped-query attention: H_kv < H key/value heads
         D = config.head_size
         self.q_proj = nn.Linear(config.n_embd, config.n_head * D, bias=config.qkv_bias)
         self.k_proj = nn.Linear(config.n_embd, config.kv_heads * D, bias=config.qkv_bias)
@@ -259,11 +261,8 @@ class LlamaAttention(nn.Module):
         v = v.transpose(1, 2)  # (N, H_kv, L, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (N, H_kv, S, D): the cache keeps H_kv heads
-        group = self.n_head // self.n_kv_head  # queries per key/value head
-        if group > 1:  # GQA: each key/value head serves `group` query heads (1: nothing to copy)
-            k = k.repeat_interleave(group, dim=1)  # (N, H, S, D)
-            v = v.repeat_interleave(group, dim=1)  # (N, H, S, D)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (N, H, L, D), softmax(q·k / sqrt(D)) v
+        # softmax(q·k / sqrt(D)) v; query head h reads key/value head h // (H / H_kv), not copied (tests/test_hf.py)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=self.gqa)  # (N, H, L, D)
         return self.o_proj(y.transpose(1, 2).reshape(N, L, -1))
 
 
@@ -299,6 +298,8 @@ class Block(nn.Module):
 
 
 RESIDUAL_OUT = ("c_proj.weight", "o_proj.weight", "down_proj.weight")  # the projections into the residual stream
+LOGIT_COPIES = 4  # float32 (rows, T, V) tensors alive at once at the head's backward (GPT.step_memory)
+FIT_SHARE = 0.5  # of the memory, the most a chosen micro-batch fills: the rest for the estimate's error and others
 
 
 class GPT(nn.Module):
@@ -308,22 +309,19 @@ class GPT(nn.Module):
             raise ValueError(f"unknown arch {config.arch!r}; choose 'gpt2' or 'llama'")
         self.config = config
         llama = config.arch == "llama"
-        layers = dict(wte=nn.Embedding(config.vocab_size, config.n_embd))
+        C = config.n_embd
+        layers = dict(wte=nn.Embedding(config.vocab_size, C))
         if not llama:  # GPT-2 learns a vector per position; the Llama family rotates q and k instead (RoPE)
-            layers["wpe"] = nn.Embedding(config.block_size, config.n_embd)
+            layers["wpe"] = nn.Embedding(config.block_size, C)
         layers["h"] = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        layers["ln_f"] = (
-            RMSNorm(config.n_embd, config.norm_eps) if llama else nn.LayerNorm(config.n_embd, bias=config.bias)
-        )
+        layers["ln_f"] = RMSNorm(C, config.norm_eps) if llama else nn.LayerNorm(C, bias=config.bias)
         self.transformer = nn.ModuleDict(layers)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.transformer.wte.weight  # weight tying, as GPT-2
         if llama:  # not a parameter, not saved: computed from the config, on the host in float32
             where = self.lm_head.weight.device  # the meta device: shapes only, nothing computed
-            freqs = (
-                torch.empty(config.head_size // 2, device=where) if where.type == "meta" else rope_frequencies(config)
-            )
+            freqs = torch.empty(config.head_size // 2) if where.type == "meta" else rope_frequencies(config)
             self.register_buffer("inv_freq", freqs.to(where), persistent=False)
         # GPT-2 init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * n_layer)
         self.apply(self._init_weights)
@@ -343,31 +341,51 @@ class GPT(nn.Module):
         """Parameter count; a tied lm_head is counted once (as wte)."""
         return sum(p.numel() for p in self.parameters())
 
-    def check_memory(self, device, rows, cols, micro_batch=0, ref=False):
-        """Raise torch.OutOfMemoryError, as the allocator would but before any work, when a GRPO step of `rows` rows
-        of `cols` columns cannot fit in `device`'s memory (device_memory; no check where that is unknown, or for
-        device None).
-
-        The need counted is a floor, not an estimate: float32 weights, gradients and AdamW's two moments (16 bytes a
-        parameter, 4 more for a frozen reference when `ref`), plus the larger of the sampler's KV cache (keys and
-        values, 2·H_kv·D a position and layer, all rows at once) and what a backward keeps of one micro-batch
-        (`micro_batch` rows, 0: all): at least the inputs of the linears, q, k, v and the attention's output, and two
-        MLP-wide tensors a position and layer (16·C for GPT-2), plus the V logits, every number at 2 bytes (bf16), the
-        least either dtype stores. A run needs more: temporaries, the allocator's slack, the evaluation's batch. So
-        sizes that pass can still run out; the run then ends as the allocator says. Returns the floor in bytes."""
-        have = device_memory(device) if device is not None else None
+    def step_memory(self, sampled, trained, cols, completion, ref=False, bf16=False):
+        """An estimate of the bytes a GRPO step holds at its peak: `sampled` rows decoded at once, `trained` rows a
+        forward/backward, of `cols` columns whose last `completion` are sampled and scored; a reference if `ref`;
+        bf16 activations (autocast) if `bf16`, else float32. float32 weights and AdamW's moments (12 bytes a parameter,
+        16 with the reference), and the largest of the sampling (the last step's gradients, the KV cache, (rows, V)
+        float32 logits), a forward/backward (what autograd keeps, as counted below; the head's output and LOGIT_COPIES
+        float32 (rows, T, V) at its backward, which begins with no gradient) and AdamW's update (the gradients, the
+        largest parameter's temporaries). Python and torch's own buffers are not counted (tests/bench_memory.py)."""
         c = self.config
-        trained = min(micro_batch or rows, rows)  # rows in one forward/backward
-        D = c.head_size
-        mlp = c.mlp_size if c.arch == "llama" else 4 * c.n_embd
-        kept = 4 * c.n_embd + 2 * (c.n_head + c.kv_heads) * D + 2 * mlp  # a position and layer: 16·C for GPT-2
-        activations = max(rows * 2 * c.n_layer * c.kv_heads * D, trained * (kept * c.n_layer + c.vocab_size))
-        need = 4 * self.num_params() * (5 if ref else 4) + 2 * cols * activations  # bytes
-        if have is not None and need > have:
+        act = 2 if bf16 else 4  # bytes of an activation
+        C = c.n_embd
+        V = c.vocab_size
+        HD = c.n_head * c.head_size  # q's width, H·D
+        KD = c.kv_heads * c.head_size  # k's and v's, H_kv·D
+        head = completion if c.arch == "llama" else cols  # columns the head runs on under grad (forward)
+        if c.arch == "llama":  # 2 RMSNorms' x and x·rsqrt; their outputs, q, k, v, attention out, SwiGLU's 4; the mask
+            layer = 16 * C + act * (2 * C + 3 * HD + 2 * KD + 4 * c.mlp_size + cols)
+            layer += 12 * (HD + KD) if c.qk_norm else 0  # q's and k's RMSNorms
+        else:  # x twice; 2 LayerNorms' outputs, q k v, attention out and its copy, the MLP's 4C in and out; the mask
+            layer = 8 * C + act * (15 * C + cols)
+        row = cols * (c.n_layer * layer + 16 * C) + head * V * act + LOGIT_COPIES * completion * V * 4  # one row's
+        grads = 4 * self.num_params()
+        sampling = grads + sampled * (cols * c.n_layer * 2 * KD * act + 4 * V * 4)
+        update = grads + 8 * max(p.numel() for p in self.parameters())
+        return grads * (4 if ref else 3) + max(sampling, trained * row, update)  # weights, 2 moments, π_ref
+
+    def check_memory(self, device, rows, cols, completion, micro_batch=0, ref=False, bf16=False):
+        """The rows a forward/backward of a step of `rows` rows (step_memory's sizes) on `device`: `micro_batch`, or if
+        0 the most that fit in FIT_SHARE of device_memory (all where it is unknown). Raises torch.OutOfMemoryError, as
+        the allocator would but before any work, naming the most rows that fit, when one row does not fit in that
+        share, or `micro_batch` rows in all of it."""
+        have = device_memory(device) if device is not None else None
+        sizes = dict(cols=cols, completion=completion, ref=ref, bf16=bf16)
+        if have is None:
+            return micro_batch or rows
+        share = 1.0 if micro_batch else FIT_SHARE
+        fit = most_rows(lambda m: self.step_memory(rows, m, **sizes), share * have, rows)
+        tried = max(min(micro_batch, rows), 1)  # rows a forward/backward takes (micro_batches)
+        if fit < tried:
+            need = self.step_memory(rows, tried, **sizes) / 2**30
             raise torch.OutOfMemoryError(
-                f"a step needs to allocate at least {need / 2**30:.1f} GiB; {device} has {have / 2**30:.1f} GiB"
+                f"a step needs to allocate about {need:.1f} GiB at {tried} rows a forward/backward, more than "
+                f"{share:.0%} of the {have / 2**30:.1f} GiB {device} has: {fit} rows fit"
             )
-        return need
+        return micro_batch or fit
 
     def new_cache(self, max_len, static=False):
         """An empty KVCache for up to max_len columns (prompt + new tokens); see KVCache for `static`."""
@@ -378,14 +396,17 @@ class GPT(nn.Module):
             )
         return KVCache(self.config.n_layer, max_len, static)
 
-    def forward(self, idx, mask=None, cache=None):
-        """Logits for every position of idx.
+    def forward(self, idx, mask=None, cache=None, logits_at=slice(None)):
+        """Logits for the columns of idx that `logits_at` picks.
 
         idx:   (N, L) token ids; with a cache, the L tokens that follow the cached ones.
         mask:  (N, L) bool, True = real token, False = left padding. None = all real.
         cache: a KVCache, updated in place, or None for a plain full forward.
-        Returns logits (N, L, V) in the autocast dtype if any, else float32.
-        """
+        logits_at: a slice of the L columns, the only ones the head (C·V a column) runs on: slice(-1, None) for the
+               sampler's prefill, the scoring columns for grpo.score; by default all L.
+        Returns logits (N, L', V) in the autocast dtype if any, else float32: the full forward's up to rounding (a
+        matmul's kernel may change with its rows, MKL's below 12), bit for bit on GPT-2's block under grad, whose head
+        runs on all L, then sliced, so that its weight's gradient sums rows as the full head's (the default's record)."""
         N, L = idx.shape
         if mask is None:
             mask = torch.ones(N, L, dtype=torch.bool, device=idx.device)  # (N, L)
@@ -415,7 +436,15 @@ class GPT(nn.Module):
             rope = (angles.cos(), angles.sin())  # (N, 1, L, D) each
         for i, block in enumerate(self.transformer.h):
             x = block(x, attn_mask, rope, cache, i)
-        return self.lm_head(self.transformer.ln_f(x))  # (N, L, V)
+        x = self.transformer.ln_f(x)  # (N, L, C)
+        if self.config.arch == "gpt2" and torch.is_grad_enabled():
+            return self.lm_head(x)[:, logits_at]  # (N, L', V), a view of (N, L, V): see the docstring
+        return self.lm_head(x[:, logits_at])  # (N, L', V)
+
+
+def most_rows(need, have, rows):
+    """The largest n in 1..rows whose need(n) (bytes, growing with n) is at most `have`; 0 when none is."""
+    return bisect.bisect_right(range(1, rows + 1), have, key=need)
 
 
 def device_memory(device):

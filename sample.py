@@ -225,7 +225,7 @@ def generate(
     idx = idx.to(device)
     mask = mask.to(device)
     cache = model.new_cache(P + max_new_tokens, static=decode != "plain")
-    logits = model(idx, mask, cache=cache)[:, -1]  # (B, V) predicts each prompt's next token
+    logits = model(idx, mask, cache=cache, logits_at=slice(-1, None))[:, 0]  # (B, V) each prompt's next token
     cache.repeat_interleave(G)  # B rows -> N rows, row b*G+g from row b
     logits = logits.repeat_interleave(G, dim=0)  # (N, V)
 

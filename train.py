@@ -62,7 +62,7 @@ arg("--tis", type=bounded(float, 0, 1e6), default=0, help="sampler-gap weights' 
 arg("--lr", type=bounded(float, 0, 1e30, True), default=1e-4 if CUDA else 2e-4, help="AdamW's; far too large diverges")
 # rollouts, rewards and evaluation
 arg("--batch_prompts", type=count, default=64 if CUDA else 16, help="prompts per step B, over all ranks")
-arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: all")
+arg("--micro_batch", type=bounded(int, 0, 10**6), default=0, help="rows per forward/backward; 0: the most that fit")
 arg("--max_new_tokens", type=bounded(int, 1, 10**5), default=48, help="T, at most")
 arg("--temperature", type=bounded(float, 0.01, 100), default=1.0, help="τ")
 arg("--reward", default="verifier", choices=tuple(tasks.REWARDS), help="tasks/")
@@ -150,9 +150,6 @@ else:  # a checkpoint or a Hugging Face folder, with its tokenizer and template
     vars(args).update(cli.shape(model))
 prompt = choose_template(args.prompt, prompt, enc, args.init_from)  # --prompt, else the file's (chat) format
 model = model.to(device)
-if master:
-    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), end=" ")
-    print(f"device={device} bf16={bf16} template={tokenizer.template_name(prompt)}")
 STOPS = stop_ids(model.config, enc, prompt)  # the ids that end a completion; EOS = STOPS[0] pads and ends solutions
 EOS = STOPS[0]
 run.check_space(model.num_params(), ref=args.beta > 0)  # before any work
@@ -171,7 +168,11 @@ def encode(pb):  # (prompt, solution + EOS) token ids; a special token's text in
 
 held_out = [encode(pb)[0] for pb in task.test]
 longest = max(len(encode(pb)[0]) for pb in task.problems) + args.max_new_tokens  # each fits; a step's columns
-model.check_memory(device, rows=B * args.G, cols=longest, micro_batch=args.micro_batch, ref=args.beta > 0)
+sizes = dict(cols=longest, completion=args.max_new_tokens, ref=args.beta > 0, bf16=bf16)  # a step's (model.py)
+args.micro_batch = model.check_memory(device, B * args.G, micro_batch=args.micro_batch, **sizes)  # before any work
+if master:
+    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()), end=" ")
+    print(f"device={device} bf16={bf16} template={tokenizer.template_name(prompt)}")
 
 
 # ---------------- warm start (SFT on the teacher)
@@ -265,11 +266,11 @@ def save():  # no random state: every step seeds its streams from (seed, step, r
         checkpoint.save_checkpoint(run.ckpt, model, enc, prompt, optimizer=optimizer.state_dict(), **state)
 
 
-def evaluate():  # held out, with a generator of its own
+def evaluate():  # held out, with a generator of its own; B prompts at a time, as a step samples (check_memory)
     g = torch.Generator(device).manual_seed(args.seed + 1)
     with autocast:
         ev = sample.evaluate(
-            model, held_out, task.test, G=args.G, enc=enc, batch=args.batch_prompts, generator=g, judge=task, **sampling
+            model, held_out, task.test, G=args.G, enc=enc, batch=B, generator=g, judge=task, **sampling
         )
     show = ["kind", "step", "greedy_acc", "greedy_acc_se", "pass@1", f"pass@{args.G}", "maj@1", f"maj@{args.G}"]
     run.log({"kind": "eval", "step": step, **ev}, show)

@@ -41,7 +41,7 @@ def excepthook(*user_errors):
             die(str(e) or "interrupted: what was not in a checkpoint yet is lost")
         if issubclass(kind, RuntimeError) and any(s in str(e) for s in ("out of memory", "to allocate")):
             first = str(e).splitlines()[0]
-            die(f"out of memory ({first}): lower --batch_prompts, --G, --sft_batch or --max_new_tokens")
+            die(f"out of memory ({first}): lower --micro_batch, --batch_prompts, --G, --sft_batch or --max_new_tokens")
         sys.__excepthook__(kind, e, tb)
 
     return hook

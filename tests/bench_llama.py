@@ -5,7 +5,7 @@ written here: no download. Random weights rarely stop, so nearly every completio
 
     python tests/bench_llama.py --out OUT_DIR                  # on a GPU: B 64, G 8, 512 new tokens, bf16
     python tests/bench_llama.py --out OUT_DIR --tiny --device cpu   # the same path in seconds, sizes shrunk
-    python tests/bench_llama.py --floor                        # GPT.check_memory's floors for those sizes only
+    python tests/bench_llama.py --estimate                     # GPT.step_memory's estimates for those sizes only
 """
 
 import argparse
@@ -67,19 +67,21 @@ def main():
     p.add_argument("--G", type=int, default=8)
     p.add_argument("--new_tokens", type=int, default=512)
     p.add_argument("--micro_batch", type=int, default=16, help="rows per forward/backward in the training step")
-    p.add_argument("--floor", action="store_true", help="print check_memory's floors (prompts of 256 tokens) and stop")
+    p.add_argument("--estimate", action="store_true", help="print step_memory's (prompts of 256 tokens) and stop")
     args = p.parse_args()
-    if args.floor:
+    if args.estimate:
         config = dict(model_type="qwen2", hidden_act="silu", tie_word_embeddings=True, **QWEN25_05B)
         with torch.device("meta"):  # shapes only
             model = GPT(hf.llama_config(config, "config.json"))
         cols = 256 + args.new_tokens
-        for micro in (0, 64, 16):
-            need = model.check_memory(None, rows=args.B * args.G, cols=cols, micro_batch=micro, ref=True)
-            print(
-                f"{model.num_params() / 1e6:.0f}M parameters, {args.B * args.G} rows of {cols} columns, "
-                f"--micro_batch {micro}: a floor of {need / 2**30:.1f} GiB"
-            )
+        rows = args.B * args.G
+        for micro in (rows, 64, 16):
+            for bf16 in (True, False):
+                need = model.step_memory(rows, micro, cols, args.new_tokens, ref=True, bf16=bf16)
+                print(
+                    f"{model.num_params() / 1e6:.0f}M parameters, {rows} rows of {cols} columns, --micro_batch {micro}, "
+                    f"{'bf16' if bf16 else 'float32'}: about {need / 2**30:.1f} GiB"
+                )
         return
     if args.out is None:
         p.error("--out is needed")

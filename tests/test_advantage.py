@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from advantage import dead_groups, group_advantages, group_stats
-from grpo import completion_logprobs, grpo_loss, token_logprobs
+from grpo import completion_logprobs, grpo_loss, scoring_columns, token_logprobs
 from model import GPT, GPTConfig
 
 F64 = torch.float64
@@ -180,7 +180,7 @@ def test_loo_is_a_larger_gradient_but_not_a_larger_adamw_step(G):
             opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.0)
         else:
             opt = torch.optim.SGD(params, lr=1e-2)
-        logp = completion_logprobs(model(seq), seq, P)  # (N, T)
+        logp = completion_logprobs(model(seq, logits_at=scoring_columns(P)), seq, P)  # (N, T)
         loss, _ = grpo_loss(logp, logp.detach(), None, group_advantages(rewards, G, method), mask, beta=0.0)
         loss.backward()
         if optimizer == "adamw":

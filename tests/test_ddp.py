@@ -40,11 +40,12 @@ def update(rank, world, agg):
     if world > 1:
         dist.all_reduce(num_tokens)  # the step's token count, over all ranks
     totals = dict(num_seqs=B * G, num_tokens=num_tokens, max_len=roll.completion_mask.shape[1])
-    ref_logp = grpo.completion_logprobs(ref(tokens, mask), tokens, roll.prompt_len)
+    at = grpo.scoring_columns(roll.prompt_len)
+    ref_logp = grpo.completion_logprobs(ref(tokens, mask, logits_at=at), tokens, roll.prompt_len)
     old = None
     for _ in range(2):
         opt.zero_grad()
-        logp = grpo.completion_logprobs(model(tokens, mask), tokens, roll.prompt_len)
+        logp = grpo.completion_logprobs(model(tokens, mask, logits_at=at), tokens, roll.prompt_len)
         old = logp.detach() if old is None else old
         loss, _ = grpo.grpo_loss(logp, old, ref_logp, adv, cmask, beta=0.04, agg=agg, **totals)
         loss.backward()

@@ -18,6 +18,8 @@ from grpo import (
     completion_logprobs,
     grpo_loss,
     kl_penalty,
+    score,
+    scoring_columns,
     tis_weights,
     token_logprobs,
 )
@@ -57,11 +59,16 @@ def test_completion_logprobs_shift_matches_prefix_forwards():
     P, T = 4, 5
     seq = torch.randint(0, 257, (2, P + T))  # (N, P+T)
     with torch.no_grad():
-        logp = completion_logprobs(model(seq), seq, P, temperature=0.8)  # (N, T)
+        logits = model(seq, logits_at=scoring_columns(P))  # (N, T, V): the head at the scoring columns only
+        assert logits.shape == (2, T, 257)
+        logp = completion_logprobs(logits, seq, P, temperature=0.8)  # (N, T)
         for j in range(T):  # token P+j is scored by the last logits of the prefix seq[:, :P+j]
             last = model(seq[:, : P + j])[:, -1] / 0.8  # (N, V)
             expect = torch.log_softmax(last, -1).gather(-1, seq[:, P + j, None])[:, 0]
             assert torch.allclose(logp[:, j], expect, atol=1e-5)
+        assert torch.equal(score(model, seq, None, P, 0.8), logp)  # what train.py scores
+        with pytest.raises(ValueError, match="not the scoring columns"):  # every column's logits: refused
+            completion_logprobs(model(seq), seq, P)
 
 
 # ----------------------------------------------------------------------------- KL estimators
@@ -194,9 +201,9 @@ def test_mu_1_ratio_is_one_and_the_gradient_is_the_plain_policy_gradient():
     seq = torch.randint(0, 256, (4, P + T))  # (N, P+T)
     mask = lengths_mask([5, 2, 3, 1], T)  # (N, T)
     adv = torch.tensor([1.0, -2.0, 0.5, -0.1])  # (N,)
-    logp = completion_logprobs(model(seq), seq, P)  # (N, T) π_θ, with grad
+    logp = score(model, seq, None, P, 1.0)  # (N, T) π_θ, with grad
     with torch.no_grad():
-        old = completion_logprobs(model(seq), seq, P)  # (N, T) π_old: same weights, no grad
+        old = score(model, seq, None, P, 1.0)  # (N, T) π_old: same weights, no grad
     loss, s = grpo_loss(logp, old, None, adv, mask, beta=0.0)
     grads = torch.autograd.grad(loss, params, retain_graph=True)
     assert s["ratio_mean"].item() == 1.0
@@ -209,7 +216,7 @@ def test_mu_1_ratio_is_one_and_the_gradient_is_the_plain_policy_gradient():
     with torch.no_grad():
         for p, g in zip(params, grads):
             p -= 200.0 * g
-    _, s2 = grpo_loss(completion_logprobs(model(seq), seq, P), old, None, adv, mask, beta=0.0)
+    _, s2 = grpo_loss(score(model, seq, None, P, 1.0), old, None, adv, mask, beta=0.0)
     assert s2["ratio_mean"].item() != 1.0 and (s2["clip_frac_low"] + s2["clip_frac_high"]).item() > 0
 
 
@@ -435,9 +442,9 @@ def test_tokens_after_the_end_change_nothing_end_to_end():
 
     def run(seq):
         policy.zero_grad()
-        logp = completion_logprobs(policy(seq), seq, P)  # (N, T)
+        logp = score(policy, seq, None, P, 1.0)  # (N, T)
         with torch.no_grad():
-            ref = completion_logprobs(ref_model(seq), seq, P)
+            ref = score(ref_model, seq, None, P, 1.0)
         loss, _ = grpo_loss(logp, logp.detach() + 0.05, ref, t(1.0, -1.0).float(), mask)
         loss.backward()
         return loss.detach(), [p.grad.clone() for p in policy.parameters()]
@@ -617,16 +624,20 @@ def test_completion_entropy_is_the_sampling_distributions_entropy_at_the_shift()
     token, as completion_logprobs): uniform logits give log V; one certain token gives 0; no gradient."""
     torch.manual_seed(0)
     N, P, T, V = 3, 4, 5, 11
-    logits = torch.randn(N, P + T, V, dtype=F64, requires_grad=True)  # (N, P+T, V)
+    logits = torch.randn(N, P + T, V, dtype=F64, requires_grad=True)  # (N, P+T, V) every column's
     for temp in (1.0, 0.7):
-        H = completion_entropy(logits, P, temp)  # (N, T)
+        H = completion_entropy(logits[:, scoring_columns(P)], temp)  # (N, T)
         p = torch.softmax(logits.detach()[:, P - 1 : -1] / temp, -1)  # (N, T, V)
         assert torch.allclose(H, -(p * p.log()).sum(-1), atol=1e-13, rtol=0) and not H.requires_grad
-    flat = torch.zeros(1, P + T, V)
-    assert torch.allclose(completion_entropy(flat, P), torch.full((1, T), math.log(V)))
-    sure = torch.full((1, P + T, V), -1e4)
+    flat = torch.zeros(1, T, V)
+    assert torch.allclose(completion_entropy(flat), torch.full((1, T), math.log(V)))
+    sure = torch.full((1, T, V), -1e4)
     sure[..., 3] = 1e4
-    assert completion_entropy(sure, P).abs().max().item() == 0.0
+    assert completion_entropy(sure).abs().max().item() == 0.0
+    model = GPT(GPTConfig(block_size=32, n_layer=1, n_head=2, n_embd=16))
+    seq = torch.randint(0, 257, (2, P + T))  # (N, P+T)
+    logp, H = score(model, seq, None, P, 0.7, with_entropy=True)  # what train.py logs: the same columns, τ
+    assert torch.equal(H, completion_entropy(model(seq)[:, P - 1 : -1], 0.7)) and logp.requires_grad
 
 
 def test_the_kl_stat_is_the_token_mean_of_the_estimate_on_a_known_batch():

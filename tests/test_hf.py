@@ -250,6 +250,52 @@ def test_grouped_query_attention_shares_each_key_value_head_among_its_queries():
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["qwen2", "llama3"])  # 2 and 4 query heads per key/value head
+def test_grouped_query_attention_copies_no_cache_and_equals_the_repeated_heads_exactly(name):
+    """The key/value heads read in place (sdpa's enable_gqa) give exactly (torch.equal, on the CPU) what k and v
+    repeat_interleave'd to every query head give, under a bool mask with left padding, on a full forward and on a
+    cached decode step; the cache keeps H_kv heads."""
+    config = FAMILIES[name][1]
+    model = random_model(config)
+    attn = model.transformer.h[0].attn
+    group = config.n_head // config.kv_heads
+    assert group > 1
+
+    def repeated(x, mask, cos, sin, cache=None):  # the formula with k and v copied to H heads
+        N, L, _ = x.shape
+        q = rotate(attn.q_proj(x).view(N, L, config.n_head, -1).transpose(1, 2), cos, sin)  # (N, H, L, D)
+        k = rotate(attn.k_proj(x).view(N, L, config.kv_heads, -1).transpose(1, 2), cos, sin)  # (N, H_kv, L, D)
+        v = attn.v_proj(x).view(N, L, config.kv_heads, -1).transpose(1, 2)  # (N, H_kv, L, D)
+        if cache is not None:
+            k = torch.cat([cache[0], k], 2)  # (N, H_kv, S, D)
+            v = torch.cat([cache[1], v], 2)
+        k = k.repeat_interleave(group, dim=1)  # (N, H, S, D)
+        v = v.repeat_interleave(group, dim=1)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (N, H, L, D)
+        return attn.o_proj(y.transpose(1, 2).reshape(N, L, -1))
+
+    torch.manual_seed(1)
+    N, L = 3, 6
+    x = torch.randn(N, L + 1, config.n_embd)  # (N, L+1, C)
+    real = torch.ones(N, L + 1, dtype=torch.bool)
+    real[1, :2] = False  # row 1 left-padded
+    angles = torch.arange(L + 1.0)[None, :, None] * model.inv_freq  # (1, L+1, D/2)
+    angles = torch.cat([angles, angles], -1)[:, None].expand(N, 1, L + 1, -1)  # (N, 1, L+1, D)
+    cos, sin = angles.cos(), angles.sin()
+    causal = torch.ones(L + 1, L + 1, dtype=torch.bool).tril()  # (L+1, L+1)
+    mask = ((causal & real[:, None, :]) | torch.eye(L + 1, dtype=torch.bool))[:, None]  # (N, 1, L+1, L+1)
+    cache = model.new_cache(L + 1)
+    with torch.no_grad():
+        cache.claim(real[:, :L])
+        got = attn(x[:, :L], mask[:, :, :L, :L], (cos[:, :, :L], sin[:, :, :L]), cache, 0)  # (N, L, C)
+        assert torch.equal(got, repeated(x[:, :L], mask[:, :, :L, :L], cos[:, :, :L], sin[:, :, :L]))
+        assert cache.k[0].shape[1] == config.kv_heads  # the cache holds H_kv heads, no copies
+        before = (cache.k[0][:, :, :L].clone(), cache.v[0][:, :, :L].clone())
+        cache.claim(real[:, L:])
+        step = attn(x[:, L:], mask[:, :, L:], (cos[:, :, L:], sin[:, :, L:]), cache, 0)  # (N, 1, C) a decode step
+        assert torch.equal(step, repeated(x[:, L:], mask[:, :, L:], cos[:, :, L:], sin[:, :, L:], before))
+
+
 # ----------------------------------------------------------------------------- Hugging Face's folders
 
 

@@ -11,7 +11,7 @@ import pytest
 import tiktoken
 import torch
 
-from grpo import completion_logprobs, score
+from grpo import completion_logprobs, score, scoring_columns
 from model import GPT, GPTConfig
 from plumbing.checkpoint import load_model, save_checkpoint
 from plumbing.tokenizer import byte_tokenizer, template_name
@@ -42,8 +42,8 @@ class Policy(torch.nn.Module):
     def new_cache(self, max_len, static=False):
         return self.gpt.new_cache(max_len, static)
 
-    def forward(self, idx, mask=None, cache=None):
-        return self.gpt(idx, mask, cache) * self.scale + self.bias  # (N, L, V)
+    def forward(self, idx, mask=None, cache=None, logits_at=None):
+        return self.gpt(idx, mask, cache, logits_at) * self.scale + self.bias  # (N, L', V)
 
 
 def random_prompts(lengths, seed=0):
@@ -63,7 +63,8 @@ def skip_graph_off_cuda(decode, device):
 @torch.no_grad()
 def trainer_logprobs(model, r, temperature):
     """What the trainer computes for the rollout: grpo.completion_logprobs of the training forward, (N, T)."""
-    return completion_logprobs(model(r.tokens, r.mask), r.tokens, r.prompt_len, temperature)
+    logits = model(r.tokens, r.mask, logits_at=scoring_columns(r.prompt_len))  # (N, T, V)
+    return completion_logprobs(logits, r.tokens, r.prompt_len, temperature)
 
 
 @torch.no_grad()
@@ -73,7 +74,8 @@ def top_k_log_mass(model, r, temperature, k):
     Every token v is scored at every position by grpo.completion_logprobs (the logits at a position
     do not depend on the token that follows it), so no shift, τ or top-k is written out here.
     """
-    logits, P = model(r.tokens, r.mask), r.prompt_len  # (N, P+T, V)
+    P = r.prompt_len
+    logits = model(r.tokens, r.mask, logits_at=scoring_columns(P))  # (N, T, V)
     every = []
     for v in range(CFG.vocab_size):
         seq = r.tokens.clone()  # (N, P+T)
@@ -286,7 +288,8 @@ def test_first_token_frequencies_match_the_trainers_distribution_within_top_k(de
     def expected(tau, k):
         """The trainer's π_τ(v | prompt) for every v (grpo.completion_logprobs), kept on its k most likely."""
         with torch.no_grad():
-            logp = completion_logprobs(model(every), every, len(prompt), tau)[:, 0].double().cpu()  # (V,)
+            logits = model(every, logits_at=scoring_columns(len(prompt)))  # (V, 1, V)
+            logp = completion_logprobs(logits, every, len(prompt), tau)[:, 0].double().cpu()  # (V,)
         top = logp.topk(k).indices  # (k,)
         p = torch.zeros_like(logp)  # (V,)
         p[top] = torch.softmax(logp[top], dim=0)  # renormalised over the k
@@ -431,12 +434,12 @@ def test_join_repads_rollouts_of_different_lengths_and_keeps_every_rows_logprobs
     assert joined.prompt_len == P and joined.completion.shape == (12, T)
     with torch.no_grad():
         logits = model(joined.tokens, joined.mask)  # (N, P+T, V)
-    logp = completion_logprobs(logits, joined.tokens, P, tau)  # (N, T)
+    logp = completion_logprobs(logits[:, scoring_columns(P)], joined.tokens, P, tau)  # (N, T)
     enc, n = byte_tokenizer(), 0
     for part in parts:
         with torch.no_grad():
             own = model(part.tokens, part.mask)  # (n, P_i+T_i, V)
-        own_logp = completion_logprobs(own, part.tokens, part.prompt_len, tau)  # (n, T_i)
+        own_logp = completion_logprobs(own[:, scoring_columns(part.prompt_len)], part.tokens, part.prompt_len, tau)
         left, t = P - part.prompt_len, part.completion.shape[1]
         for i in range(len(part.tokens)):
             j, real, cm = n + i, part.mask[i], part.completion_mask[i]  # real (P_i+T_i,), cm (T_i,)
@@ -528,9 +531,9 @@ def test_command_line_reads_a_malformed_countdown_question_as_one_nothing_answer
 
 
 def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the_rows():
-    """Rollout.score: the completion tokens' log-probs under a net, as grpo.completion_logprobs of a plain forward on
-    the rows' tokens and mask (equal to the sampler's own log-probs up to rounding), and from the same logits each
-    position's entropy. rollout_stats: acc, lengths (EOS included) of the right and the wrong rows, truncated."""
+    """grpo.score: the completion tokens' log-probs under a net, as grpo.completion_logprobs of a plain forward on
+    the rows' tokens and mask at the scoring columns (equal to the sampler's own log-probs up to rounding), and from
+    the same logits each position's entropy. rollout_stats: acc, lengths (EOS included) of the right and the wrong rows, truncated."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
     gen = torch.Generator().manual_seed(0)
@@ -540,10 +543,10 @@ def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the
         logp, H = score(
             model, roll.tokens[rows], roll.mask[rows], roll.prompt_len, 0.8, with_entropy=True
         )  # (4, T), (4, T)
-        expect = completion_logprobs(model(roll.tokens[rows], roll.mask[rows]), roll.tokens[rows], roll.prompt_len, 0.8)
-    assert torch.equal(logp, expect) and torch.equal(
-        score(model, roll.tokens[rows], roll.mask[rows], roll.prompt_len, 0.8), logp
-    )
+        logits = model(roll.tokens[rows], roll.mask[rows])[:, scoring_columns(roll.prompt_len)]  # (4, T, V)
+        expect = completion_logprobs(logits, roll.tokens[rows], roll.prompt_len, 0.8)
+    torch.testing.assert_close(logp, expect, atol=1e-6, rtol=0)
+    assert torch.equal(score(model, roll.tokens[rows], roll.mask[rows], roll.prompt_len, 0.8), logp)
     m = roll.completion_mask[rows]
     assert torch.allclose(logp[m], roll.logprobs[rows][m], atol=1e-5)
     assert H.shape == logp.shape and (H >= 0).all() and H.max() <= math.log(257) + 1e-5

@@ -112,6 +112,7 @@ def test_smoke_run_writes_metrics_resumes_and_cannot_resume_a_replaced_run(tmp_p
     out = str(tmp_path / "out")
     r = run(*TINY, "--steps", "2", "--sft_steps", "3", "--eval_every", "2", "--out_dir", out)
     assert r.returncode == 0, r.stderr
+    assert " micro_batch=4 " in r.stdout.split("config:")[1]  # 0 by default: the most rows that fit, all 2 * 2 here
     assert [t["step"] for t in records(out, "train")] == [1, 2]
     for key in (
         "reward_mean",
@@ -341,11 +342,18 @@ def test_running_out_of_memory_ends_in_one_line_that_names_the_sizes(tmp_path, t
 
 
 def test_sizes_that_cannot_fit_end_in_one_line_before_any_work(tmp_path):
-    """Sizes whose memory floor (model.check_memory) exceeds this machine's memory: refused after the model and
-    the task are built, before the warm start, in one line with the floor and the flags to lower."""
+    """Sizes whose estimate (model.check_memory) exceeds this machine's memory even one row a forward/backward, and an
+    explicit --micro_batch too large for it: refused after the model and the task are built, before the warm start,
+    in one line with the estimate, the most rows that fit and the flags to lower."""
     out = tmp_path / "out"
     r = here(*TINY, "--batch_prompts", "100000", "--G", "1024", "--sft_steps", "2", "--out_dir", str(out))
-    assert one_line_error(r, "out of memory (a step needs to allocate at least") and "--batch_prompts, --G" in r.stderr
+    assert one_line_error(r, "out of memory (a step needs to allocate about") and "--batch_prompts, --G" in r.stderr
+    assert "at 1 rows a forward/backward" in r.stderr and ": 0 rows fit)" in r.stderr
+    assert "warm start" not in r.stdout and not (out / "warmstart.pt").exists()
+    long = ["--block_size", "65536", "--max_new_tokens", "60000", "--micro_batch", "16", "--sft_steps", "2"]
+    r = here(*TINY, "--batch_prompts", "8", *long, "--out_dir", str(out))  # columns of 60,000: GiBs a row
+    assert one_line_error(r, "at 16 rows a forward/backward, more than 100% of the")
+    assert "lower --micro_batch" in r.stderr and " rows fit)" in r.stderr
     assert "warm start" not in r.stdout and not (out / "warmstart.pt").exists()
 
 
