@@ -42,7 +42,7 @@ class Policy(torch.nn.Module):
     def new_cache(self, max_len, static=False):
         return self.gpt.new_cache(max_len, static)
 
-    def forward(self, idx, mask=None, cache=None, logits_at=None):
+    def forward(self, idx, mask=None, cache=None, logits_at=slice(None)):
         return self.gpt(idx, mask, cache, logits_at) * self.scale + self.bias  # (N, L', V)
 
 
