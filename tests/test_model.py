@@ -2,7 +2,6 @@
 learning, torch.compile, the memory floor."""
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -279,46 +278,6 @@ def test_parameter_count_of_the_llama_family_matches_hand_count():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in kB on Linux only")
-@pytest.mark.parametrize(
-    "shape",
-    [
-        dict(vocab_size=2048, block_size=128, n_layer=2, n_head=2, n_embd=128),
-        dict(vocab_size=2048, block_size=128, n_layer=2, n_head=4, n_embd=128, arch="llama", n_kv_head=1, mlp_size=384),
-    ],
-    ids=["gpt2", "llama"],
-)
-def test_step_memory_is_within_one_and_a_half_times_what_a_step_takes(shape):
-    """step_memory estimates what a GRPO step holds at its peak: a second step (AdamW's moments exist; the first
-    allocates them) of the real scoring forward, loss and backward, in a process of its own, grows the resident
-    memory by between 1/1.5 and 1.5 times the estimate (the process's own memory before the model not counted)."""
-    rows, cols, T = 64, 96, 64
-    net = GPT(GPTConfig(**shape))
-    need = net.step_memory(0, rows, cols, T, ref=True)
-    child = f"""
-import copy, os, resource, sys, torch
-sys.path.insert(0, {ROOT!r})
-import grpo
-from model import GPT, GPTConfig
-torch.set_num_threads(1)
-before = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-model = GPT(GPTConfig(**{shape!r}))
-ref = copy.deepcopy(model).requires_grad_(False)
-opt = torch.optim.AdamW(model.parameters())
-tokens = torch.randint(0, 256, ({rows}, {cols}))
-for step in range(2):
-    opt.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        ref_logp = grpo.score(ref, tokens, None, {cols - T}, 0.7)
-    logp, H = grpo.score(model, tokens, None, {cols - T}, 0.7, with_entropy=True)
-    loss, _ = grpo.grpo_loss(logp, logp.detach(), ref_logp, torch.randn({rows}), torch.ones_like(logp, dtype=torch.bool))
-    loss.backward()
-    opt.step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
-"""
-    grown = int(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout)
-    assert grown / 1.5 < need < 1.5 * grown, (need, grown)
-
-
 def llama_of_width(C, layers):
     """A Llama-family model of width C on the meta device: shapes only, nothing allocated."""
     config = GPTConfig(**{**LLAMA, "n_embd": C, "n_layer": layers, "mlp_size": 3 * C, "vocab_size": 4096})
