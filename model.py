@@ -406,7 +406,8 @@ class GPT(nn.Module):
                sampler's prefill, the scoring columns for grpo.score; by default all L.
         Returns logits (N, L', V) in the autocast dtype if any, else float32: the full forward's up to rounding (a
         matmul's kernel may change with its rows, MKL's below 12), bit for bit on GPT-2's block under grad, whose head
-        runs on all L, then sliced, so that its weight's gradient sums rows as the full head's (the default's record)."""
+        runs on all L, then sliced, so that its weight's gradient sums rows as the full head's (the default's
+        record)."""
         N, L = idx.shape
         if mask is None:
             mask = torch.ones(N, L, dtype=torch.bool, device=idx.device)  # (N, L)

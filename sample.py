@@ -211,8 +211,8 @@ def generate(
     temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
     all); eos_id ends a completion and pads the prompts, or a list of ids does, each ending one, the first padding
     (a chat model's: plumbing/tokenizer.stop_ids); generator (a seeded torch.Generator on the model's device) makes
-    the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring). The caller
-    may wrap this in torch.autocast; sampling itself runs in float32.
+    the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring).
+    The caller may wrap this in torch.autocast; sampling itself runs in float32.
     """
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G
@@ -350,13 +350,12 @@ def graphed(step, generator):
 
 
 # ----------------------------------------------------------------------------- measuring samples: pass@k and maj@k
-# pass@k and maj@k of the G samples of each problem, both exact averages over all
-# k-subsets of its n samples. What is right, and what a sample answers, is the task's: evaluate() and sampled_metrics()
-# take a judge, the run's task (tasks/) or any object with its two methods verdict(problem, completion) -> bool and
-# answer(problem, completion) -> the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives
-# pass@k, maj@k and the greedy accuracy on held-out problems; rollout_stats() what a training step's samples look like.
-# DeepSeekMath found that RL lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than
-# adding new ones.
+# pass@k and maj@k of the G samples of each problem, both exact averages over all k-subsets of its n samples. What is
+# right, and what a sample answers, is the task's: evaluate() and sampled_metrics() take a judge, the run's task
+# (tasks/) or any object with its two methods verdict(problem, completion) -> bool and answer(problem, completion) ->
+# the value maj@k votes on, so this file imports no task and no verifier. evaluate() gives pass@k, maj@k and the greedy
+# accuracy on held-out problems; rollout_stats() what a training step's samples look like. DeepSeekMath found that RL
+# lifts maj@k but not pass@k: it makes the right answer likelier among the samples rather than adding new ones.
 
 
 def pass_at_k(n, c, k):

@@ -79,7 +79,8 @@ def main():
             for bf16 in (True, False):
                 need = model.step_memory(rows, micro, cols, args.new_tokens, ref=True, bf16=bf16)
                 print(
-                    f"{model.num_params() / 1e6:.0f}M parameters, {rows} rows of {cols} columns, --micro_batch {micro}, "
+                    f"{model.num_params() / 1e6:.0f}M parameters, {rows} rows of {cols} columns, "
+                    f"--micro_batch {micro}, "
                     f"{'bf16' if bf16 else 'float32'}: about {need / 2**30:.1f} GiB"
                 )
         return

@@ -1,7 +1,8 @@
 """Properties of reward.py: the rules of its docstring one family at a time (finality by position, the words
 around the final mark, what is not an answer, the formats models write, concluding sentences, more ways to write a
 number, conflicts, asides and conditionals, long sentences, other notations and languages, what chat models write
-after their answer and in their own number formats: each right answer beside its nearest wrong one), number parsing, the format bonus, golds one per group, hostile input and real GSM8K.
+after their answer and in their own number formats: each right answer beside its nearest wrong one), number parsing,
+the format bonus, golds one per group, hostile input and real GSM8K.
 (pass@k and maj@k: tests/test_metrics.py; a task's verdicts and the reward registry: tests/test_task.py.)
 
 Completions are written the ways models write them (GSM8K chain of thought, Qwen/Llama chat with \\boxed,

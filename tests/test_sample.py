@@ -509,7 +509,8 @@ def test_command_line_encodes_special_token_text_in_a_question_as_plain_text(tin
         answer = Task().answer(None, text)  # a checkpoint without a run's flags: a number task's answer
         end = "the limit of 8 tokens" if roll.truncated[0] else repr(enc.decode([EOS]))
         head = f"template: {template_name(prompt)}; a completion ends at {enc.decode([EOS])!r} or after 8 tokens\n"
-        return f"{head}=== {question}\n--- sample 1: answer {None if answer is None else str(answer)!r}, ended by {end}\n{text}\n"
+        shown = None if answer is None else str(answer)
+        return f"{head}=== {question}\n--- sample 1: answer {shown!r}, ended by {end}\n{text}\n"
 
     plain = enc.encode(prompt.format(question=question), disallowed_special=())
     assert EOS not in plain and enc.decode(plain) == prompt.format(question=question)
@@ -533,7 +534,8 @@ def test_command_line_reads_a_malformed_countdown_question_as_one_nothing_answer
 def test_score_reruns_the_forward_with_the_one_shift_and_rollout_stats_count_the_rows():
     """grpo.score: the completion tokens' log-probs under a net, as grpo.completion_logprobs of a plain forward on
     the rows' tokens and mask at the scoring columns (equal to the sampler's own log-probs up to rounding), and from
-    the same logits each position's entropy. rollout_stats: acc, lengths (EOS included) of the right and the wrong rows, truncated."""
+    the same logits each position's entropy. rollout_stats: acc, lengths (EOS included) of the right and the wrong
+    rows, truncated."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
     gen = torch.Generator().manual_seed(0)
