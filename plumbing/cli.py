@@ -7,17 +7,28 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import torch
 
 from plumbing.files import LoadError
 
+RANK_WAIT_S = 60  # how long a rank > 0 under torchrun waits for rank 0 to say an error both met
+
 
 def die(msg):
     """End a command line with one line, `error: msg`: a user's error, never a traceback. Under torchrun each rank
-    meets the same error: rank 0 says it, the others (RANK > 0) exit with the same code, quietly."""
-    if os.environ.get("RANK", "0") != "0":
-        sys.exit(1)
+    usually meets the same error and rank 0 says it. A rank > 0 does not exit first: torchrun stops every other rank
+    the moment one fails, and would stop rank 0 before it spoke. It waits up to RANK_WAIT_S for torchrun to stop it,
+    then (an error rank 0 did not meet) says it itself, `error: rank R: msg`."""
+    rank = os.environ.get("RANK", "0")
+    if rank != "0":
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # set by torchrun
+            try:
+                time.sleep(RANK_WAIT_S)
+            except KeyboardInterrupt:  # a Ctrl-C reached every rank: rank 0 says it
+                sys.exit(1)
+        sys.exit(f"error: rank {rank}: {msg}")
     sys.exit(f"error: {msg}")
 
 

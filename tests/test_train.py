@@ -24,7 +24,7 @@ import reward
 import sample
 import tasks
 from model import GPT, GPTConfig
-from plumbing import checkpoint
+from plumbing import checkpoint, cli
 from plumbing.checkpoint import load_model, save_checkpoint
 from plumbing.cli import die
 from plumbing.export import GPT2_FILES
@@ -908,9 +908,33 @@ def test_ctrl_c_lines_come_from_rank_0_only(tmp_path, monkeypatch, capsys):
         del run_dir  # its lock goes with it
         gc.collect()
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    waits = []
+
+    def interrupted(seconds):
+        waits.append(seconds)
+        raise KeyboardInterrupt  # torchrun passes the Ctrl-C on while rank 1 waits
+
+    monkeypatch.setattr(cli.time, "sleep", interrupted)
     with pytest.raises(SystemExit) as e:
         die("said by rank 0")
-    assert e.value.code == 1
+    assert e.value.code == 1 and waits == [cli.RANK_WAIT_S]
+
+
+def test_a_rank_waits_for_rank_0_to_speak_then_says_an_error_of_its_own(monkeypatch):
+    """A rank > 0 under torchrun exits only after RANK_WAIT_S (torchrun stops it sooner when rank 0 fails): exiting
+    first, it would get rank 0 stopped before rank 0 said the error. Still running then, it says the error itself."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    waits = []
+    monkeypatch.setattr(cli.time, "sleep", waits.append)
+    with pytest.raises(SystemExit) as e:
+        die("only rank 1 met it")
+    assert e.value.code == "error: rank 1: only rank 1 met it" and waits == [cli.RANK_WAIT_S]
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")  # RANK set by hand, no torchrun to wait for: says it at once
+    with pytest.raises(SystemExit) as e:
+        die("only rank 1 met it")
+    assert e.value.code == "error: rank 1: only rank 1 met it" and waits == [cli.RANK_WAIT_S]
 
 
 def test_gpt2_weights_train_end_to_end_and_bad_ones_end_in_one_line(tmp_path, task):
