@@ -3,51 +3,7 @@ reward.py: the verifier that the number tasks (tasks/: arithmetic and gsm8k) jud
 
     r(o, gold) = 1[value(final answer of o) == value(gold)]  +  b · 1[o ends on a marked answer]
 
-extract_answer(o) applies rules 0-9 in order; parse_number() applies 0 and 10-14 to the answer and the gold alike.
- 0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42);
-    in a completion, so do the decimal digits of every script ("٤٢", "۴۲", "४२") and the Arabic decimal point ٫.
- 1. Cut at the first end-of-turn token (END_TOKENS, <|im_start|>user, system or tool), not at <|im_start|>assistant.
- 2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
- 3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
- 4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step 1`); an
-    answer word of LANGUAGES, linked ("the answer is", "**Final answer**", "答案是", "A resposta é") or opening a line
-    ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a conclusion word of LANGUAGES (so, donc,
-    also hat, 따라서; 所以 even after a space; any after display math: "$$ ... $$ Therefore") or states "the <quantity> is
-    N", "..., but I get N" or "Yes, N is right", with one value after that (or an equation's last side) or "no cookies
-    left"; with no mark, the last sentence of one value ("It sells 42 loaves a day.", "**7**") or, after some words,
-    its equation's last side ("3 + 4 = 7"). Up to 3 sentences after it pass if they hold no value ("Note: shut on
-    Sundays.", "Want me to walk you through it?") or are courtesies, offers or checks holding its value ("I hope so.").
- 5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose, would
-    have, then ... would, for example, says, expected answer) unless after "but I"; an opening method ("If we add them
-    up,") is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
- 6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the last
-    number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them settles
-    them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17", "(a) \\boxed{3} (b) \\boxed{5}".
- 7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the next
-    line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value, less later
-    numbers tied to another quantity ("120 L after 3 hours"); two units read in the larger ("14 dollars and 50 cents":
-    14.5); a gloss of its quantity ("(...)", "which is", "that is", "i.e.") is the value: "36 rolls (3 dozen)", "2 hr 40
-    min (160 min)": 160, "1/2 hour, i.e. 30 min": 30; number words count with no digit ("nine marbles", "九个"), as does a
-    closing ordinal ("7th"). Two values are no answer ("$18 a day, which is $126 a week."; after a phrase, the first).
- 8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
-    "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though 40
-    could also work)"); "the answer isn't"; in a sentence, a relation or a mark on its number (≥ 5, ~5, 5², 5\\u0338);
-    an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
- 9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", typo, espera, warte, 等等).
-10. Unwrap \\text{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, degrees with their unit
-    (90^\\circ, -4^\\circ\\text{C}, 12°F); unicode minuses are -; an equation gives its last side (x = 5 + 6 = 11: 11).
-11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125, but 42,43 and 1, 2 are lists, no number.
-    The word marking the answer decides its language: after an answer or conclusion word of a LANGUAGES tongue marked
-    * (Antwort, donc), 70 000 and 1.250.000 are thousands, 18,50 is 18.5, 2.400 € is 2400 (money has no third decimal)
-    but 1.000 and 1,250 are a thousand or one: refused; elsewhere (English, a box) 1.000 stays 1, 18,50 no number.
-12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen, hundred,
-    thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to, times,
-    squared, oder, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
-13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of ten
-    (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6, \\boxed{10^6} but not 1e3), number words up to the thousands (two thousand
-    and five, a dozen) and as fractions (three quarters, a half), small ones in other languages (siete, zwölf, सात; 七).
-14. The number: -7, - 7, 42.00, .5 (never 5), 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float tolerance,
-    no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer never counts as the value 0.
+The final answer and its value follow rules 0-14, a table with an example each in extract_answer's docstring.
 A final statement refused or without a number pays 0, never an earlier mark's value. b in [0, MAX_FORMAT_BONUS] (R1's
 format reward, 0 by default) pays a final tag, box or #### that parses on the last non-blank line, right or not.
 
@@ -149,7 +105,55 @@ def expand_golds(golds, N):
 
 
 def extract_answer(text, *, last_number=False):
-    """The final answer written in a completion, as a string, or None (no answer, or not a clean one)."""
+    """The final answer written in a completion, as a string, or None (no answer, or not a clean one). Rules 0-9 find it,
+    in order; parse_number() applies 0 and 10-14 to the answer and the gold alike:
+     0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42);
+        in a completion, so do the decimal digits of every script ("٤٢", "۴۲", "४२") and the Arabic decimal point ٫.
+     1. Cut at the first end-of-turn token (END_TOKENS, <|im_start|>user, system or tool), not at <|im_start|>assistant.
+     2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
+     3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
+     4. Answer statements: an <answer> tag; the outermost \\boxed{} or \\fbox{}; `#### x`, not a heading (`#### Step
+        1`); an answer word of LANGUAGES, linked ("the answer is", "**Final answer**", "答案是", "A resposta é") or opening
+        a line ("Answer $ 9 $"); the last sentence, after every mark, if it opens with a conclusion word of LANGUAGES
+        (so, donc, also hat, 따라서; 所以 even after a space; any after display math: "$$ ... $$ Therefore") or states "the
+        <quantity> is N", "..., but I get N" or "Yes, N is right", with one value after that (or an equation's last
+        side) or "no cookies left"; with no mark, the last sentence of one value ("It sells 42 loaves a day.", "**7**")
+        or, after some words, its equation's last side ("3 + 4 = 7"). Up to 3 sentences after it pass if they hold no
+        value ("Note: shut on Sundays.", "Want me to walk you through it?") or are courtesies, offers or checks holding
+        its value ("I hope so.").
+     5. Not statements: a mark in a sentence of condition, example, others' words or a note to a grader (if, suppose,
+        would have, for example, says, expected answer) unless after "but I"; an opening method ("If we add them up,")
+        is no condition without were, would, could, might or had. A Q: line after the first statement cuts the rest.
+     6. The answer is the LAST statement by position, whatever its kind; with none, no answer (last_number=True: the
+        last number). Two final values conflict, no answer, when the earlier is in no doubt and nothing between them
+        settles them (a conclusion word, a retraction): "Final Answer: 18\\nFinal Answer: 17".
+     7. Its text: a box's or tag's content; after #### or a phrase, to the clause's end (". ", ", since", " (") or the
+        next line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value,
+        less later numbers tied to another quantity ("120 L after 3 hours"); two units read in the larger ("14 dollars
+        and 50 cents": 14.5); a gloss of its quantity ("(...)", "which is", "that is", "i.e.") is the value: "36 rolls
+        (3 dozen)", "2 hr 40 min (160 min)": 160, "1/2 hour, i.e. 30 min": 30; number words count with no digit ("nine
+        marbles", "九个"), as does a closing ordinal ("7th"). Two values are no answer ("$18 a day, which is $126 a
+        week."; after a phrase, the first).
+     8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
+        "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though
+        40 could also work)"); "the answer isn't"; in a sentence, a relation or a mark on its number (≥ 5, ~5, 5²,
+        5\\u0338); an operator or factor at a box: -\\boxed{42}, 2\\boxed{21}, \\boxed{5}!
+     9. Refused: a retraction after it, within RETRACT_CHARS (wait, actually, wrong, "No, ...", espera, warte, 等等).
+    10. Unwrap \\text{}, \\mathbf{}, \\boxed{}, {{42}}, (35 + 70 = 105); drop $, \\(, **, `, %, degrees with their unit
+        (90^\\circ, 12°F); unicode minuses are -; an equation gives its last side (x = 5 + 6 = 11: 11).
+    11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125; 42,43 and 1, 2 are lists. The
+        answer's mark decides its language: after an answer or conclusion word of a LANGUAGES tongue marked * (Antwort,
+        donc), 70 000 and 1.250.000 are thousands, 18,50 is 18.5, 2.400 € is 2400 (money has no third decimal) but 1.000
+        and 1,250 are a thousand or one: refused; elsewhere (English, a box) 1.000 stays 1, 18,50 no number.
+    12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen,
+        hundred, thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to,
+        times, squared, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
+    13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of
+        ten (1.35 \\times 10^4, 1.25e6, \\boxed{10^6} but not 1e3), number words up to the thousands (two thousand and
+        five) and as fractions (three quarters, a half), small ones in other languages (siete, zwölf, सात; 七).
+    14. The number: -7, - 7, 42.00, .5 (never 5), 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float
+        tolerance, no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer is never read as 0.
+    """
     return _final_answer(text, last_number)[0]
 
 
