@@ -7,33 +7,18 @@ DeepSeekMath's objective (Shao et al. 2024), maximised; grpo_loss returns its ne
     ρ_it = π_θ(o_it | q, o_i,<t) / π_old(o_it | q, o_i,<t)     the ratio; A_i from advantage.py
     D_it = π_ref/π_θ - log(π_ref/π_θ) - 1                      "k3", in the loss, not in the reward
 
-With one update per rollout (μ = 1, the paper's setting) π_old = π_θ, so ρ ≡ 1 and the clip does nothing: that is
-correct; the clip acts only when one rollout is reused for μ > 1 updates. The denominators (num_seqs, num_tokens,
-max_len) are the whole optimizer step's, all micro-batches and data-parallel ranks, so that the calls' losses and
-gradients add up to the one-big-batch ones (tests/test_grpo.py, tests/test_ddp.py).
-
-The paper's path is grpo_loss with its defaults, read top to bottom. Each variant (train.py's flags) is a function of
-its own beside the paper's, chosen by name from a dict, so that grpo_loss holds no branch for any of them:
-    --kl     KL_KINDS  k3 (the paper's), k1, k2: per-token estimators of KL(π‖π_ref)
-    --agg    AGGS      per_answer_mean (the paper's "grpo"), token_mean ("dapo"), constant_norm ("dr_grpo")
-    --ratio  RATIOS    token_ratio (ρ_it, the paper's), sequence_ratio (GSPO's one ratio per answer, "seq")
-    --loss   LOSSES    clipped_surrogate (the paper's "clip"), cispo_surrogate (the capped ratio as a weight)
-    --tis    weight    tis_weights(): a constant per token on the policy term, for the sampler's gap
-
-Where this departs from DeepSeekMath: ε = 0.2 where it states none (PPO's, Schulman et al. 2017); ε_high besides
-ε_low (DAPO's clip-higher); every choice above but the paper's; beta = 0 needs no reference model; k3 clamps
-log(π_ref/π_θ) to [-20, 20] before its exp, as verl does (beyond it the term is constant and passes no gradient;
-verl also caps k3 at 10, nanogrpo does not); π_old's log-probs are the trainer's first forward, not the sampler's
-(README's step table says why). The facts behind the choices (the estimators' gradients, what pg_loss shows, answer
-lengths, dead groups): the notes at the end of this file. Shapes (letters in model.py): N answers, T completion
-length, V vocabulary.
+The paper's path is grpo_loss with its defaults. Each variant (train.py's flags) is a function beside the paper's,
+named in a dict (KL_KINDS, AGGS, RATIOS, LOSSES), so grpo_loss has no branch for any of them.
+Departures from DeepSeekMath: ε = 0.2 where it states none (PPO's, Schulman et al. 2017); ε_high (DAPO's
+clip-higher); the variants; beta = 0 needs no π_ref; k3's clamp. The notes at the end of this file list the variants
+and give the facts behind the choices.
 """
 
 from contextlib import nullcontext
 
 import torch
 
-K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp
+K3_LOG_RATIO_CLAMP = 20.0  # verl's bound on log(π_ref/π) before k3's exp (the notes at the end)
 
 
 # ----------------------------------------------------------------------------- log-probs
@@ -62,7 +47,7 @@ def token_logprobs(logits, tokens, temperature=1.0):
 
 def completion_logprobs(logits, seq, P, temperature=1.0):
     """Log-probs (N, T) of the completion seq[:, P:] of seq (N, P+T), from logits (N, T, V) at scoring_columns(P)
-    (others are refused: ValueError). Used for the policy, π_old and π_ref alike."""
+    (others are refused: ValueError)."""
     if logits.shape[:2] != seq[:, P:].shape:
         raise ValueError(f"logits {tuple(logits.shape)} are not the scoring columns of {P} + {seq.shape[1] - P}")
     return token_logprobs(logits, seq[:, P:], temperature)  # (N, T)
@@ -71,8 +56,7 @@ def completion_logprobs(logits, seq, P, temperature=1.0):
 @torch.no_grad()
 def completion_entropy(logits, temperature=1.0):
     """The entropy H_t = -Σ_v p_v log p_v (N, T) of each p = softmax(logits / τ) a completion token was drawn from
-    (logits (N, T, V) at the scoring columns), in at least float32, without grad, a row's (T, V) at a time. Its mean
-    over an answer falls as the policy grows sure of itself ("entropy collapse"); train.py logs the step's mean."""
+    (logits (N, T, V) at the scoring columns), in at least float32, without grad, a row's (T, V) at a time."""
     z = tempered(logits, temperature)  # (N, T, V)
     H = torch.empty(z.shape[:2], dtype=z.dtype, device=z.device)  # (N, T)
     for n in range(len(z)):
@@ -82,9 +66,8 @@ def completion_entropy(logits, temperature=1.0):
 
 
 def score(net, tokens, mask, P, temperature, autocast=nullcontext(), with_entropy=False):
-    """log π(o_t) (N, T) of the completions tokens[:, P:] (N, P+T) under `net` (its forward in `autocast`, rerun on
-    the sampled tokens and mask as the sampler ran it) at `temperature`; with_entropy: also the entropy (N, T), from
-    the same logits / τ. train.py scores π_θ, π_old and π_ref this way, and the teacher's tokens in the warm start."""
+    """log π(o_t) (N, T) of the completions tokens[:, P:] (N, P+T) under `net` (its forward in `autocast`) at
+    `temperature`; with_entropy: also the entropy (N, T). train.py scores π_θ, π_old, π_ref and the teacher this way."""
     with autocast:
         logits = net(tokens, mask, logits_at=scoring_columns(P))  # (N, T, V)
     logits = tempered(logits, temperature)  # (N, T, V) float32 / τ, which the backward keeps; the net's dropped
@@ -116,9 +99,8 @@ KL_KINDS = {"k1": k1, "k2": k2, "k3": k3}  # --kl
 
 
 def kl_penalty(logp, ref_logp, kind="k3"):
-    """Per-token estimate (N, T) of KL(π‖π_ref) on tokens sampled from π (Schulman 2020), with log r = log(π_ref/π),
-    by KL_KINDS[kind] (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the
-    end)."""
+    """Per-token estimate (N, T) of KL(π‖π_ref) on tokens sampled from π (Schulman 2020), log r = log(π_ref/π), by
+    KL_KINDS[kind] (one token, its prefix fixed; over whole answers and EOS-decided lengths: the notes at the end)."""
     if kind not in KL_KINDS:
         raise ValueError(f"unknown KL estimator '{kind}'; choose one of {', '.join(KL_KINDS)}")
     return KL_KINDS[kind](ref_logp.detach() - logp)  # (N, T)
@@ -160,7 +142,7 @@ def _check_agg(agg, max_len):
 def aggregate(x, mask, agg, *, num_seqs=None, num_tokens=None, max_len=None):
     """Reduce per-token values x (N, T) over the masked tokens to a scalar, by AGGS[agg], as grpo_loss does.
 
-    num_seqs, num_tokens, max_len: the step's totals (the module docstring); None means this call's batch, except
+    num_seqs, num_tokens, max_len: the step's totals (grpo_loss's docstring); None means this call's batch, except
     that "dr_grpo" requires max_len, the completion length limit: the batch's own T would change the "constant"
     whenever sampling stops early. Values at masked positions are never used. An extra per-token loss term (an
     entropy bonus, say) is `coef * aggregate(term, mask, agg, **totals)` with grpo_loss's totals."""
@@ -191,9 +173,7 @@ RATIOS = {"token": token_ratio, "seq": sequence_ratio}  # --ratio
 
 def clipped_surrogate(rho, adv, logp, low, high):
     """PPO's clipped surrogate, DeepSeekMath's: min(ρA, clip(ρ, low, high)·A) (N, T). Where the clip binds, min()
-    takes the constant side, whose gradient is 0. Also returns the tokens clipped below (A < 0) and above (A > 0).
-    There is no dual clip (verl's clip_ratio_c = 3 bounds -ρA at 3·|A| when A < 0): a ratio far above 1 + ε_high
-    with A < 0 keeps its whole ρA."""
+    takes the constant side, whose gradient is 0. Also returns the tokens clipped below (A < 0) and above (A > 0)."""
     pg = torch.minimum(rho * adv, rho.clamp(low, high) * adv)  # (N, T)
     return pg, (rho < low) & (adv < 0), (rho > high) & (adv > 0)
 
@@ -273,16 +253,11 @@ def grpo_loss(
     """The GRPO loss (the negative objective, to minimise) and a dict of stats.
 
     logp (N, T) with grad; old_logp, ref_logp (N, T) constants (ref_logp None when beta == 0); advantages (N,);
-    mask (N, T); weight (N, T) or None: a constant on each token's policy term (tis_weights). clip_eps is ε_low,
-    clip_eps_high ε_high (None: ε_low). kl, ratio, loss, agg name a function in KL_KINDS, RATIOS, LOSSES, AGGS; the
-    defaults are the paper's. Masked positions are never used, whatever they hold, and get no gradient. The stats
-    are detached 0-dim tensors, each this call's share of the step (they add up over micro-batches and ranks):
-        loss = pg_loss + kl_loss    the policy and the KL terms
-        kl                          Σ of the per-token KL estimate / num_tokens (0 without ref_logp)
-        clip_frac_low, _high        tokens whose ratio is clipped below (A < 0) or above (A > 0), no gradient there;
-                                    under "cispo", _high counts the capped weights (their gradient stays)
-        ratio_mean, weight_mean     Σ ratio (ρ_it, or s_i on each token) / num_tokens; Σ weight, when given
-        num_tokens                  this call's masked tokens
+    mask (N, T): masked positions are never used, whatever they hold, and get no gradient; weight (N, T) or None: a
+    constant on each token's policy term (tis_weights). clip_eps is ε_low, clip_eps_high ε_high (None: ε_low). kl,
+    ratio, loss, agg name a function in KL_KINDS, RATIOS, LOSSES, AGGS. num_seqs, num_tokens, max_len are the whole
+    step's, all micro-batches and ranks (None: this call's), so that the calls' losses and gradients add up to the
+    one-big-batch ones (tests/test_grpo.py, tests/test_ddp.py).
     """
     _check_loss_args(logp, ref_logp, advantages, mask, beta, kl, agg, ratio, loss, max_len)
     mask = mask.bool()  # (N, T)
@@ -293,7 +268,6 @@ def grpo_loss(
     high = 1 + (clip_eps if clip_eps_high is None else clip_eps_high)  # 1 + ε_high
     low = 1 - clip_eps  # 1 - ε_low
 
-    # masked positions become 0 before any arithmetic: nothing there reaches the loss or its gradient
     zero = torch.zeros_like(logp)  # (N, T)
     logp = torch.where(mask, logp, zero)  # (N, T)
     old_logp = _masked(old_logp, mask)  # (N, T)
@@ -311,22 +285,38 @@ def grpo_loss(
 
     with torch.no_grad():
         keep = mask.to(rho.dtype)  # (N, T)
-        stats = {
+        stats = {  # 0-dim, this call's share of the step: they add up over micro-batches and ranks
             "loss": total.detach(),
             "pg_loss": pg_loss.detach(),
             "kl_loss": kl_loss.detach(),
-            "kl": (keep * kl_tok).sum() / num_tokens,
-            "clip_frac_low": (keep * clipped_low).sum() / num_tokens,
-            "clip_frac_high": (keep * clipped_high).sum() / num_tokens,
-            "ratio_mean": (keep * rho).sum() / num_tokens,
-            "num_tokens": n_tok,
+            "kl": (keep * kl_tok).sum() / num_tokens,  # the mean per-token KL estimate (0 without ref_logp)
+            "clip_frac_low": (keep * clipped_low).sum() / num_tokens,  # clipped below (A < 0): no gradient
+            "clip_frac_high": (keep * clipped_high).sum() / num_tokens,  # above (A > 0); "cispo": capped, gradient kept
+            "ratio_mean": (keep * rho).sum() / num_tokens,  # ρ_it, or s_i on each token
+            "num_tokens": n_tok,  # this call's masked tokens
         }
-        stats |= {} if weight is None else {"weight_mean": (keep * w).sum() / num_tokens}  # --tis
+        stats |= {} if weight is None else {"weight_mean": (keep * w).sum() / num_tokens}  # --tis: its mean
     return total, stats
 
 
 # ----------------------------------------------------------------------------- notes
 # The facts behind the choices above, for a second reading; the tests named prove them with numbers.
+#
+# The variants (train.py's flags), each a function beside the paper's, chosen by name from a dict:
+#     --kl     KL_KINDS  k3 (the paper's), k1, k2: per-token estimators of KL(π‖π_ref)
+#     --agg    AGGS      per_answer_mean (the paper's "grpo"), token_mean ("dapo"), constant_norm ("dr_grpo")
+#     --ratio  RATIOS    token_ratio (ρ_it, the paper's), sequence_ratio (GSPO's one ratio per answer, "seq")
+#     --loss   LOSSES    clipped_surrogate (the paper's "clip"), cispo_surrogate (the capped ratio as a weight)
+#     --tis    weight    tis_weights(): a constant per token on the policy term, for the sampler's gap
+#
+# k3's clamp. k3 clamps log(π_ref/π_θ) to [-20, 20] before its exp, as verl does: beyond it the term is constant and
+# passes no gradient. verl also caps k3 at 10; nanogrpo does not.
+#
+# No dual clip. verl's clip_ratio_c = 3 bounds -ρA at 3·|A| when A < 0; clipped_surrogate has no such bound: a ratio
+# far above 1 + ε_high with A < 0 keeps its whole ρA.
+#
+# Entropy (completion_entropy). Its mean over an answer falls as the policy grows sure of itself ("entropy
+# collapse"); train.py logs the step's mean.
 #
 # What pg_loss shows (tests/test_grpo.py). At ρ ≡ 1 every token's surrogate is A_i, so under agg="grpo" the policy
 # part is pg_loss = -1/num_seqs Σ_i A_i: 0 up to rounding when each group's advantages sum to 0 (methods mean, std,
