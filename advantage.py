@@ -1,26 +1,14 @@
 """
-advantage.py: one advantage per completion, computed inside its group of G answers.
-
-GRPO has no critic (no learned value function). For each prompt it samples G completions with rewards r_1..r_G and
-uses the group itself as the baseline; every token of a completion shares its advantage:
+advantage.py: one advantage per completion, computed inside its group of G answers: the group is the baseline.
 
     std       A_i = (r_i - mean(r)) / (σ(r) + eps)     GRPO (Shao et al. 2024, DeepSeekMath), the default
     mean      A_i = r_i - mean(r)
     loo       A_i = r_i - mean_{j≠i} r_j               leave-one-out (Kool et al. 2019) = G/(G-1) · (r_i - mean(r))
-    dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO (Liu et al. 2025): mean's numbers, no σ; the method
-                                                       is this + grpo.py's agg="dr_grpo" + beta=0
+    dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO (Liu et al. 2025): this + agg="dr_grpo" + beta=0
     none      A_i = r_i                                no baseline, for comparison only
 
-σ is the unbiased σ (divide by G-1), as torch.std, TRL and verl; unbiased=False gives the population σ (divide by G)
-of the theory's worked example: [1,1,1,1,1,1,1,0.9] gives +0.35 and -2.47 by default, +0.38 and -2.65 with the
-population σ (eps ≈ 0; the default eps=1e-4 makes it -2.64).
-
-A "dead" group, whose rewards are all equal, gets advantage exactly 0 under every method but "none", never NaN, even
-with eps=0: the rule is applied after the formula (dead_groups). Its answers then carry no policy gradient; what
-they still do to the loss is in grpo.py's notes.
-
 Where this departs from DeepSeekMath: methods other than std are options it does not have; its formula has no eps and
-does not say which σ (the choice above); a dead group's exact 0 is ours.
+does not say which σ (group_advantages); a dead group's exact 0 is ours (dead_groups).
 Why a baseline, what dividing by σ does, how often a group is dead: the notes at the end of this file.
 Pure functions; `rewards` is never written to. Rewards are (B*G,), groups contiguous: row b*G + g is answer g of b.
 """
@@ -53,11 +41,8 @@ def dead_groups(rewards, G):
 
 
 def group_advantages(rewards, G, method="std", eps=1e-4, unbiased=True):
-    """Advantages (B*G,) from rewards (B*G,), groups contiguous. See the module docstring.
-
-    eps is added to σ for method="std" only (eps=0 is allowed). unbiased selects σ's
-    divisor: G-1 (default, like torch.std) or G (population σ, the seed's example).
-    """
+    """Advantages (B*G,) from rewards (B*G,) by `method` (the module docstring). eps is added to σ under "std" only
+    (eps=0 is allowed). unbiased: σ divides by G-1 (as torch.std, TRL and verl), else by G (the population σ)."""
     if method not in METHODS:
         raise ValueError(f"unknown advantage method '{method}'; choose one of {', '.join(METHODS)}")
     if method == "none":  # needs no group: the raw reward, no baseline
@@ -100,6 +85,10 @@ def group_stats(rewards, G, unbiased=True):
 
 # ----------------------------------------------------------------------------- notes
 # The facts behind the methods above, for a second reading; the tests named prove them with numbers.
+#
+# Which σ. The default unbiased σ (divide by G-1) is torch.std's, TRL's and verl's; unbiased=False gives the population
+# σ (divide by G) of the theory's worked example: [1,1,1,1,1,1,1,0.9] gives +0.35 and -2.47 by default, +0.38 and
+# -2.65 with the population σ (eps ≈ 0; the default eps=1e-4 makes it -2.64).
 #
 # Why a baseline (tests/test_advantage.py, tests/test_theory.py). The expected gradient is the expectation, over
 # every G-tuple of answers, of the loss gradient (μ = 1, beta = 0), compared with ∇J for J = E[r]. The baseline
