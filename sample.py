@@ -1,28 +1,15 @@
 """
-sample.py: draw G completions per prompt with a KV cache, o_i ~ π_θ_old(·|q), i = 1..G.
+sample.py: draw G completions per prompt with a KV cache, o_i ~ π_θ_old(·|q), i = 1..G, as a Rollout.
 
-GRPO scores each completion against the others of its group, so every prompt q is sampled G times. The B
-prompts are left-padded to P (the longest), prefilled ONCE as B rows, then the cache is repeated to N = B*G
-rows and all rows decode one token per step until every row has emitted EOS or max_new_tokens is reached;
-T <= max_new_tokens is the number of steps taken. Row b*G + g is completion g of prompt b.
+The B prompts are left-padded to P and prefilled ONCE; the cache is repeated to N = B*G rows (row b*G + g is
+completion g of prompt b), which decode one token per step until every row has emitted EOS or max_new_tokens is
+reached: T <= max_new_tokens steps. The Rollout's fields say what each tensor holds (shape letters, the mask: model.py).
 
-A Rollout holds the rows (its fields say what each tensor holds; shape letters and the mask rule: model.py).
-`mask` is what the trainer passes to model() to rerun the same forward. True after EOS is safe: attention is
-causal, so those columns never change an earlier position's logits, and completion_mask keeps them out of the
-loss. Rollout.select, join and micro_batches pick, join and split rows (DAPO's dynamic sampling needs the first two);
-grpo.score reruns a net's forward on them for the log-probs of the sampled tokens (π_θ, π_old, π_ref).
-
-Our choices (DeepSeekMath states neither its sampling temperature nor where π_old's log-probs come from):
-- a temperature τ with optional top-k: p = softmax(top_k(logits / τ)); τ = 0 is greedy (argmax), and then
-  logprobs hold log_softmax(logits) at τ = 1 without top-k, the greedy token's log-prob under the untempered model;
-- π_old's log-probs are not taken from here (README's step table says why; `Rollout.logprobs` give logp_gap);
-- a model that has diverged does not stop generate: non-finite logits give some token and a non-finite value
-  in `logprobs`, for the caller to check once per step.
-
-Three decoders, generate's `decode` (train.py's --decode): "plain" (the loop in generate(), the reference; read it
-first), "static" and "graph" (the fast path, for a GPU: its section says how they match). Measuring samples (pass@k,
-maj@k, evaluate: the end of the file) takes the task as a judge. The command line (the file's end) talks to a
-checkpoint."""
+Our choices, where DeepSeekMath states none: a temperature τ, with optional top-k (generate); π_old's log-probs are
+not taken from here (README's step table says why; `Rollout.logprobs` give logp_gap).
+Further on: the fast decoders "static" and "graph" (their section); pass@k, maj@k and evaluate(), judged by the task;
+a command line that talks to a checkpoint.
+"""
 
 import math
 from collections import Counter
@@ -39,6 +26,13 @@ DECODERS = ("plain", "static", "graph")
 
 @dataclass
 class Rollout:
+    """N rows of completions: generate()'s, teacher_rollout()'s or join()'s. `mask` is what the trainer passes to
+    model() to rerun the same forward (grpo.score: the log-probs of the sampled tokens under π_θ, π_old, π_ref).
+    True after EOS is safe: attention is causal, so those columns never change an earlier position's logits, and
+    completion_mask keeps them out of the loss. select, join and micro_batches pick, join and split rows (DAPO's
+    dynamic sampling needs the first two). A model that has diverged does not stop generate: non-finite logits give
+    some token and a non-finite value in `logprobs`, for the caller to check once per step."""
+
     tokens: torch.Tensor  # (N, P+T) long: left-padded prompt, then the completion; eos_id after a row's first EOS
     mask: torch.Tensor  # (N, P+T) bool: False on the left padding only, so True after EOS too
     prompt_len: int  # P
@@ -105,8 +99,7 @@ class Rollout:
 
 def completions_text(rollout, enc):
     """Each completion decoded up to, not including, the token that ended it (bad UTF-8 -> U+FFFD). An id the
-    tokenizer cannot decode decodes to nothing: one past it (a row of an embedding padded past it, as Qwen's), or one
-    inside it that it lacks (a gap in a checkpoint's special tokens' ids), looked for only when decoding fails."""
+    tokenizer cannot decode (_decodes) decodes to nothing."""
     texts = []
     V = enc.n_vocab  # a property: read once, not per token
     for ids, n, trunc in zip(rollout.completion.tolist(), rollout.lengths.tolist(), rollout.truncated.tolist()):
@@ -119,7 +112,9 @@ def completions_text(rollout, enc):
 
 
 def _decodes(enc, i):
-    """Whether token id `i` is one of `enc`'s (tiktoken raises KeyError for an id it lacks)."""
+    """Whether token id `i` is one of `enc`'s (tiktoken raises KeyError for an id it lacks). completions_text drops
+    an id past the vocabulary (a row of an embedding padded past it, as Qwen's) and, looked for only when decoding
+    fails, one inside it that `enc` lacks (a gap in a checkpoint's special tokens' ids)."""
     try:
         enc.decode_single_token_bytes(i)
     except KeyError:
@@ -159,6 +154,8 @@ def sample_token(logits, temperature=1.0, top_k=None, generator=None):
     graph can capture it, and NaN logits give a NaN log-prob instead of an exception.
     It takes N*V numbers from `generator` per call whatever the logits hold (none when greedy),
     and holds at most three (N, V) float32 tensors at a time.
+    τ = 0 is greedy (argmax), and then the log-prob is log_softmax(logits) at τ = 1 without top-k: the greedy
+    token's log-prob under the untempered model.
     """
     if temperature == 0:
         logits = logits.float()  # (N, V)
@@ -208,12 +205,10 @@ def generate(
 ):
     """Sample G completions for each of the B token lists in `prompts`; returns a Rollout.
 
-    temperature τ > 0 samples from softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None:
-    all); eos_id ends a completion and pads the prompts, or a list of ids does, each ending one, the first padding
-    (a chat model's: plumbing/tokenizer.stop_ids); generator (a seeded torch.Generator on the model's device) makes
-    the rollout reproducible, None uses the global RNG; decode: "plain", "static" or "graph" (the module docstring).
-    The caller may wrap this in torch.autocast; sampling itself runs in float32.
-    """
+    temperature τ > 0 samples softmax(logits / τ), τ = 0 is greedy; top_k keeps the k largest logits (None: all).
+    eos_id: the id, or list of ids (plumbing/tokenizer.stop_ids), that end a completion; the first pads. A seeded
+    torch.Generator on the model's device makes it reproducible (None: the global RNG). decode: "plain" (below),
+    "static" or "graph" (the fast path's section). Sampling runs in float32, under the caller's autocast or not."""
     B, P, device = _check_generate_args(model, prompts, G, max_new_tokens, temperature, top_k, decode)
     N = B * G
     ends = eos_id if isinstance(eos_id, list) else [eos_id]  # the ids that end a completion
