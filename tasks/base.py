@@ -1,13 +1,9 @@
 """
-tasks/base.py: the interface every task keeps, and the number tasks' verdict, answer and reward.
-
-A task gives training problems (sample(rng), never a held-out one) and held-out ones (test), a problem's prompt text
-(its question), its verdict on a completion (right or wrong), the answer a completion gives (what maj@k votes on) and
-the reward GRPO's advantages are computed from, which sees the problems. Every accuracy figure of a run (train acc,
-greedy, pass@k, maj@k) is the task's verdict:
+tasks/base.py: the interface every task keeps (Task), and the number tasks' verdict, answer and reward.
 
     verdict(pb, o) = [answer(pb, o) is pb's right answer],     r(pb, o) = 1[verdict(pb, o)] + b · 1[o well formed]
 
+Every accuracy figure of a run (train acc, greedy, pass@k, maj@k) is the task's verdict; GRPO learns from the reward.
 Here those three are a number task's (arithmetic, gsm8k): reward.py's verifier against pb.gold.
 """
 
@@ -27,11 +23,12 @@ Problem = namedtuple("Problem", "question solution gold")  # a prompt, the teach
 
 
 class Task:
-    """A run's problems. test: held out, scored by evaluate(); sample(rng): a training problem, never in test; problems:
-    all known before training (train.py's longest prompt); key: names their settings and content, not the seed.
-    The verdict, answer and reward here are a number task's (reward.py's verifier against pb.gold); a task of another
-    kind overrides all three, keeping one right answer per problem: a completion is right exactly when its answer is
-    that one (sample.sampled_metrics counts it as maj@k's gold)."""
+    """A run's problems, its verdict on a completion (right or wrong), the answer a completion gives (what maj@k votes
+    on) and the reward GRPO's advantages are computed from, which sees the problems. test: held out, scored by
+    evaluate(); sample(rng): a training problem, never in test; problems: all known before training (train.py's
+    longest prompt); key: names their settings and content, not the seed. A task of another kind than a number task
+    overrides verdict, answer and reward, keeping one right answer per problem: a completion is right exactly when its
+    answer is that one (sample.sampled_metrics counts it as maj@k's gold)."""
 
     problems = ()
     test = ()
