@@ -1,9 +1,5 @@
-"""train.py: warm-start a small GPT on a task, then train it with GRPO. Read it top to bottom.
-
-    python train.py --G 8 --beta 0.04                        # one process: CUDA, else MPS, else CPU
-    torchrun --standalone --nproc_per_node=K train.py ...    # K data-parallel ranks: GPUs (NCCL) or CPUs (gloo)
-
-One GRPO step (Shao et al. 2024), the loop at the end:
+"""
+train.py: warm-start a small GPT on a task, then train it with GRPO (Shao et al. 2024). One step, the loop at the end:
     1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, tasks/
     3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group      advantage.py
     4.   log π_ref of the sampled tokens, once, without grad           score(): grpo.score
@@ -11,8 +7,7 @@ One GRPO step (Shao et al. 2024), the loop at the end:
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward, not the
 sampler's (README's step table says why); one reference model, the warm start (the paper's iterative GRPO resets it).
-Sections headed PLUMBING (flags, ranks, checkpoints, logs) must stay but teach nothing about GRPO: a learner may skip
-them on a first reading; try not to modify them.
+Sections headed PLUMBING (flags, ranks, checkpoints, logs) teach nothing about GRPO: a learner may skip them.
 """
 
 import argparse
