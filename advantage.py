@@ -10,7 +10,7 @@ advantage.py: one advantage per completion, computed inside its group of G answe
 Where this departs from DeepSeekMath: methods other than std are options it does not have; its formula has no eps and
 does not say which σ (group_advantages); a dead group's exact 0 is ours (dead_groups).
 Why a baseline, what dividing by σ does, how often a group is dead: the notes at the end of this file.
-Pure functions; `rewards` is never written to. Rewards are (B*G,), groups contiguous: row b*G + g is answer g of b.
+Pure functions; `rewards` (B*G,), in contiguous groups (row b*G + g is answer g of b), is never written to.
 """
 
 import torch

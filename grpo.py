@@ -46,8 +46,7 @@ def token_logprobs(logits, tokens, temperature=1.0):
 
 
 def completion_logprobs(logits, seq, P, temperature=1.0):
-    """Log-probs (N, T) of the completion seq[:, P:] of seq (N, P+T), from logits (N, T, V) at scoring_columns(P)
-    (others are refused: ValueError)."""
+    """Log-probs (N, T) of seq[:, P:], seq (N, P+T), from logits (N, T, V) at scoring_columns(P), else ValueError."""
     if logits.shape[:2] != seq[:, P:].shape:
         raise ValueError(f"logits {tuple(logits.shape)} are not the scoring columns of {P} + {seq.shape[1] - P}")
     return token_logprobs(logits, seq[:, P:], temperature)  # (N, T)
@@ -257,8 +256,7 @@ def grpo_loss(
     constant on each token's policy term (tis_weights). clip_eps is ε_low, clip_eps_high ε_high (None: ε_low). kl,
     ratio, loss, agg name a function in KL_KINDS, RATIOS, LOSSES, AGGS. num_seqs, num_tokens, max_len are the whole
     step's, all micro-batches and ranks (None: this call's), so that the calls' losses and gradients add up to the
-    one-big-batch ones (tests/test_grpo.py, tests/test_ddp.py).
-    """
+    one-big-batch ones (tests/test_grpo.py, tests/test_ddp.py)."""
     _check_loss_args(logp, ref_logp, advantages, mask, beta, kl, agg, ratio, loss, max_len)
     mask = mask.bool()  # (N, T)
     n_tok = mask.sum()  # ()
@@ -285,17 +283,17 @@ def grpo_loss(
 
     with torch.no_grad():
         keep = mask.to(rho.dtype)  # (N, T)
-        stats = {  # 0-dim, this call's share of the step: they add up over micro-batches and ranks
+        stats = {  # detached, 0-dim, this call's share of the step: they add up over micro-batches and ranks
             "loss": total.detach(),
             "pg_loss": pg_loss.detach(),
             "kl_loss": kl_loss.detach(),
-            "kl": (keep * kl_tok).sum() / num_tokens,  # the mean per-token KL estimate (0 without ref_logp)
+            "kl": (keep * kl_tok).sum() / num_tokens,  # the per-token KL estimate's (0 without ref_logp)
             "clip_frac_low": (keep * clipped_low).sum() / num_tokens,  # clipped below (A < 0): no gradient
             "clip_frac_high": (keep * clipped_high).sum() / num_tokens,  # above (A > 0); "cispo": capped, gradient kept
-            "ratio_mean": (keep * rho).sum() / num_tokens,  # ρ_it, or s_i on each token
+            "ratio_mean": (keep * rho).sum() / num_tokens,  # ρ_it, or GSPO's s_i on each token
             "num_tokens": n_tok,  # this call's masked tokens
         }
-        stats |= {} if weight is None else {"weight_mean": (keep * w).sum() / num_tokens}  # --tis: its mean
+        stats |= {} if weight is None else {"weight_mean": (keep * w).sum() / num_tokens}  # --tis
     return total, stats
 
 

@@ -1,9 +1,9 @@
 """
 sample.py: draw G completions per prompt with a KV cache, o_i ~ π_θ_old(·|q), i = 1..G, as a Rollout.
 
-The B prompts are left-padded to P and prefilled ONCE; the cache is repeated to N = B*G rows (row b*G + g is
-completion g of prompt b), which decode one token per step until every row has emitted EOS or max_new_tokens is
-reached: T <= max_new_tokens steps. The Rollout's fields say what each tensor holds (shape letters, the mask: model.py).
+The B prompts are left-padded and prefilled ONCE; then N = B*G rows (row b*G + g: completion g of prompt b) decode
+one token per step until all have emitted EOS, or for max_new_tokens steps (T, the steps taken). Shape letters and
+the mask: model.py.
 
 Our choices, where DeepSeekMath states none: a temperature τ, with optional top-k (generate); π_old's log-probs are
 not taken from here (README's step table says why; `Rollout.logprobs` give logp_gap).
