@@ -105,10 +105,10 @@ def expand_golds(golds, N):
 
 
 def extract_answer(text, *, last_number=False):
-    """The final answer written in a completion, as a string, or None (no answer, or not a clean one). Rules 0-9 find it,
-    in order; parse_number() applies 0 and 10-14 to the answer and the gold alike:
-     0. Before anything is read, invisible characters go and full-width and mathematical digits turn plain ("４２" is 42);
-        in a completion, so do the decimal digits of every script ("٤٢", "۴۲", "४२") and the Arabic decimal point ٫.
+    """The final answer written in a completion, as a string, or None (no answer, or not a clean one). Rules 0-9 find
+    it, in order; parse_number() applies 0 and 10-14 to the answer and the gold alike:
+     0. Before anything is read, in a completion and a gold alike, invisible characters go and decimal digits (of every
+        script up to the mathematical 𝟿, U+1D7FF) turn plain: "４２", "𝟒𝟐", "٤٢", "۴۲", "४२" are 42; ． and ٫ are points.
      1. Cut at the first end-of-turn token (END_TOKENS, <|im_start|>user, system or tool), not at <|im_start|>assistant.
      2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
      3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
@@ -131,9 +131,9 @@ def extract_answer(text, *, last_number=False):
         next line if the phrase ends its line. A tag, phrase or sentence of one value and no operator is that value,
         less later numbers tied to another quantity ("120 L after 3 hours"); two units read in the larger ("14 dollars
         and 50 cents": 14.5); a gloss of its quantity ("(...)", "which is", "that is", "i.e.") is the value: "36 rolls
-        (3 dozen)", "2 hr 40 min (160 min)": 160, "1/2 hour, i.e. 30 min": 30; number words count with no digit ("nine
-        marbles", "九个"), as does a closing ordinal ("7th"). Two values are no answer ("$18 a day, which is $126 a
-        week."; after a phrase, the first).
+        (3 dozen)" (after a box too), "2 hr 40 min (160 min)": 160, "1/2 hour, i.e. 30 min": 30; number words count with
+        no digit ("nine marbles", "九个"), as does a closing ordinal ("7th"). Two values are no answer ("$18 a day, which
+        is $126 a week."; after a phrase, the first).
      8. Refused: doubt in its clause or sentence (not, n't, or, maybe, if, guess, ?, vielleicht, quizás, forse, 可能, 아마,
         "is the answer \\boxed{42}"; "42, not 41" is no doubt) or another value in a parenthesis after it ("42 (though
         40 could also work)"); "the answer isn't"; in a sentence, a relation or a mark on its number (≥ 5, ~5, 5²,
@@ -143,14 +143,16 @@ def extract_answer(text, *, last_number=False):
         (90^\\circ, 12°F); unicode minuses are -; an equation gives its last side (x = 5 + 6 = 11: 11).
     11. Thousands: 1,234, 10{,}000, 10\\,000, 1,\\!000, 11,\\! 111; 3,125 is 3125; 42,43 and 1, 2 are lists. The
         answer's mark decides its language: after an answer or conclusion word of a LANGUAGES tongue marked * (Antwort,
-        donc), 70 000 and 1.250.000 are thousands, 18,50 is 18.5, 2.400 € is 2400 (money has no third decimal) but 1.000
-        and 1,250 are a thousand or one: refused; elsewhere (English, a box) 1.000 stays 1, 18,50 no number.
+        donc), 70 000 and 1.250.000 are thousands, 18,50 is 18.5, 2.400 € and €2.400 are 2400 (money has no third
+        decimal) but 1.000 and 1,250 are a thousand or one: refused; elsewhere (English, a box) 1.000 and $2.400 are 1
+        and 2.4, 18,50 no number.
     12. Up to MAX_UNIT_WORDS plain words may follow (18 eggs, 12 miles per hour, 5 \\text{cm}^2); a first dozen,
         hundred, thousand, million or billion multiplies, and so does k glued ($70k); an operator or hedge word (or, to,
         times, squared, environ) is not a number. One sign word: negative 3, minus three, 3 degrees below zero are -3.
     13. Mixed numbers (a whole and a proper fraction: 2\\frac{1}{2}, 3\\tfrac14, 7 1/2, 18½ but not ½ alone), powers of
-        ten (1.35 \\times 10^4, 1.25e6, \\boxed{10^6} but not 1e3), number words up to the thousands (two thousand and
-        five) and as fractions (three quarters, a half), small ones in other languages (siete, zwölf, सात; 七).
+        ten (1.35 \\times 10^4, 1.8 × 10¹, 1.25e6, 10^6 in a sentence too; not 1e3 nor a lone 10², as often a footnote),
+        number words up to the thousands (two thousand and five) and as fractions (three quarters, a half), small ones
+        in other languages (siete, zwölf, सात; 七).
     14. The number: -7, - 7, 42.00, .5 (never 5), 3/4, \\frac{3}{4}, \\dfrac34, as an exact Fraction: no float
         tolerance, no ×100 for percents, no eval. 1e3, \\sqrt{2}, \\pi, none do not parse. No answer is never read as 0.
     """
@@ -243,14 +245,15 @@ _BAD_AFTER_BOX = re.compile(rf"""(?x) (?!\^[\ \t]*\{{?[\ \t]*\\circ|\*\*) (?:[0-
 _NUMBER_RUN = re.compile(r"""(?x) (?:(?<![^\s$(-])\.)? [0-9]  # .5 after a space or a sign is 0.5, never 5
     (?:[0-9,./] | [\ \u00a0\u202f](?=[0-9][0-9][0-9](?![0-9])) | \uff0c(?=[0-9]))* [\u00bc-\u00be\u2150-\u215e]?""")
 _MONEY = r"[\ \u00a0]?(?:[€$£¥₹]|(?i:eur|peso|rea[il]|d[óo]lar|dollar))"  # 2.400 €: money has no third decimal
-_LOCAL_NUMBER = re.compile(rf"""(?x) (?<![0-9.,]) ([0-9]{{1,3}}  # 1.250.000,50  70 000  18,50  2.400 €
-    (?:(?:\.[0-9][0-9][0-9]){{2,}} | (?:[\ \u00a0\u202f][0-9][0-9][0-9])+ | \.[0-9]{{3}}(?=,[0-9]|{_MONEY})) | [0-9]+)
-    (,[0-9]+|) (?![0-9]|[.,][0-9])""")
-_AMBIGUOUS = re.compile(rf"(?<![0-9.,])[0-9]{{1,3}}(?:,[0-9]{{3}}|\.[0-9]{{3}}(?!{_MONEY}))(?![0-9]|[.,][0-9])")
+_LOCAL_NUMBER = re.compile(rf"""(?x) (?<![0-9.,]) ((?:(?<=[€$£¥₹])|(?<=[€$£¥₹]\ ))[0-9]{{1,3}}\.[0-9]{{3}}  # €2.400
+    | [0-9]{{1,3}}(?:(?:\.[0-9][0-9][0-9]){{2,}} | (?:[\ \u00a0\u202f][0-9][0-9][0-9])+  # 1.250.000  70 000
+    | \.[0-9]{{3}}(?=,[0-9]|{_MONEY})) | [0-9]+) (,[0-9]+|) (?![0-9]|[.,][0-9])""")  # 2.400,50  2.400 €  18,50
+_AMBIGUOUS = re.compile(r"(?<![0-9.,])[0-9]{1,3}\.[0-9]{3}(?![0-9]|[.,][0-9])")  # left by _localized: 1.000, 1,250
 _TIED = re.compile(r"(?i)\s(?:after|in|for|per|each|every|over|within|during|on|at)\s+\$?[0-9][0-9,.]*(?=\s[a-z])")
 _NUMBER_WORD = re.compile(rf"""(?ix) \b(?:{"|".join(_NUMBER_NAMES[2:])})(?:-(?:{"|".join(_NUMBER_NAMES[1:10])}))?\b
     | [一二三四五六七八九十两]{{1,3}}(?=[个個只本元块天人岁次条张位件辆])""")  # forty-two, 九个
 _PARENS = re.compile(r"\([^()]*[0-9][^()]*\)")  # "(though 40 might also work)": a second value
+_BARE_POWER = re.compile(r"(?<![0-9.,^/])10\^\{?([0-9]{1,2})\}?(?![0-9^/]|[.,][0-9])")  # 10^6 alone (rule 13)
 _CONVERSION = re.compile(r"([0-9]+) ?([a-z]+),? (?:and |)([0-9]+) ?([a-z]+)")  # 2 hours and 40 minutes, 5 ft 3 in
 _GLOSS = re.compile(r" *\(([^()]{1,80})\)|,? +(?:which is|that is|i\.e\.,?) +((?:[^,;()\n.!?]|\.[0-9]){1,40})")
 _NONE_LEFT = re.compile(r"n(?<![a-z]n)(?:one|othing|o\s[a-z]+)\s(?:[a-z]+\s|)(?:left|remaining)\b")  # 0, lowercased
@@ -285,7 +288,9 @@ def _final_answer(text, last_number=False):
     suffix = _CONTRAST.sub("", suffix.lower())
     value = parse_number(answer)
     doubt = _DOUBT.search(_unhedged(clause)) or (whole and _QUESTION.match(clause.lower())) or _DOUBT.search(suffix)
-    doubt = doubt or any(value not in map(parse_number, _NUMBER_RUN.findall(p)) for p in _PARENS.findall(suffix))
+    same = "(" in suffix and _quantity(f"{value}{suffix.partition('(')[0]}") or None  # "\boxed{36} rolls (3 dozen)"
+    parens = [p for p in _PARENS.findall(suffix) if _quantity(p[1:-1]) != same]  # another value, unless a gloss
+    doubt = doubt or any(value not in map(parse_number, _NUMBER_RUN.findall(p)) for p in parens)
     if doubt or _RETRACT.search(text, start, after + RETRACT_CHARS) or len(answer or "") > MAX_ANSWER_CHARS:
         return None, statement.kind, False
     before = marked if statement is not marked else next((s for s in found if s.start < statement.start), None)
@@ -301,7 +306,7 @@ def _final_answer(text, last_number=False):
 
 def _preprocess(text):
     """Rules 0-3: the completion in plain digits, up to its first end token, without thinking, code or comments."""
-    text = _plain(text, _DIGITS)
+    text = _plain(text)
     text = _END_TOKEN.split(text, maxsplit=1)[0]
     text = text.rpartition("</think>")[2]
     j = text.find("<think>")
@@ -407,20 +412,16 @@ def _concluding(text, marked):
 
 def _read(text, statement):
     """(answer, start, after): rule 7's text of a statement, from start to after; None where rule 8 refuses it."""
-    kind, s, mark_end, close = statement
-    if close is None or kind == "negated":
+    kind, s, start, end = statement  # a box's or tag's text: from its mark's end to its close
+    if end is None or kind == "negated":
         return None
-    if kind == "box" and (_GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, close + 1)):
+    if kind == "box" and (_GLUED_BEFORE.search(text, max(0, s - 12), s) or _BAD_AFTER_BOX.match(text, end + 1)):
         return None
-    start = mark_end
-    end = close
-    after = close + 1 if kind == "box" else min(len(text), close + 9)  # after a box's } or a tag's </answer>
+    after = end + 1 if kind == "box" else min(len(text), end + 9)  # after a box's } or a tag's </answer>
     if kind not in ("box", "tag"):
-        start, end, after = _clause_value(text, kind, mark_end)
+        start, end, after = _clause_value(text, kind, start)
     local = kind == "local"  # rule 11: a phrase or sentence in a language that writes 18,50 and 1.250.000
     answer = _localized(text[start:end], local).strip() or None  # an empty box or tag holds no answer
-    if kind == "box" and answer and answer.startswith("10^"):  # \\boxed{10^6}: a power of ten in a box is a value
-        answer = "1 \\times " + answer
     gloss = kind not in ("box", "tag") and answer and _GLOSS.match(text, end)  # "1/2 hour, which is 30 minutes"
     if gloss and _quantity(answer) and _quantity(answer) == _quantity(gloss[1] or gloss[2]):
         answer = str(parse_number(gloss[1] or gloss[2]))
@@ -429,7 +430,7 @@ def _read(text, statement):
         if kind != "tag":
             end = after = _sentence_end(text, start) or start  # no sentence end in reach: no sentence
         answer = _sole_number(_localized(text[start:end], local)) or answer
-    if local and _AMBIGUOUS.search(text, start, end):
+    if local and _AMBIGUOUS.search(_localized(text[start:end], local)):
         return None  # 1.000 in a language that writes 1.000 for a thousand
     return answer, start, after
 
@@ -503,6 +504,7 @@ def _sole_number(sentence):
 def _candidates(sentence):
     """Rule 7: the sentence with two units of one quantity in the larger, a gloss of its first quantity as the value it
     restates, its number words in digits where it holds no digit, less each later number tied to another quantity."""
+    sentence = _BARE_POWER.sub(lambda m: str(10 ** int(m[1])), sentence)  # 10^6 in prose is a million
     m = _CONVERSION.search(sentence)  # in the larger unit: 14 dollars and 50 cents is 14.5 dollars
     sizes = [UNIT_SIZES.get(m[k]) or UNIT_SIZES.get(m[k][:-1]) for k in (2, 4)] if m else [None]
     if None not in sizes and sizes[0][0] == sizes[1][0] and sizes[0][1] > sizes[1][1]:
@@ -538,10 +540,9 @@ def _last_number(text):
 
 # ----------------------------------------------------------------------------- parsing
 _INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\ufeff"  # zero-width space, (non-)joiner, word joiner, soft hyphen, BOM
-_WIDE = [*range(0xFF10, 0xFF1A), *range(0x1D7CE, 0x1D800), 0xFF0E]  # full-width, mathematical (bold, ...) digits; ．
-_PLAIN = str.maketrans(dict.fromkeys(_INVISIBLE) | {c: unicodedata.normalize("NFKC", c) for c in map(chr, _WIDE)})
-_DIGITS = _PLAIN | {c: str(unicodedata.digit(chr(c))) for c in range(128, 65536) if chr(c).isdecimal()} | {0x66B: "."}
-_NOT_PLAIN = re.compile(f"[{''.join(chr(c) for c in _DIGITS if c < 65536)}\U0001d7ce-\U0001d7ff]")  # ٤, ۴, ४ and ٫
+_DIGITS = {c: str(unicodedata.digit(chr(c))) for c in range(128, 0x1D800) if chr(c).isdecimal()}  # ٤ ۴ ४ ４ ... 𝟿
+_PLAIN = str.maketrans(dict.fromkeys(_INVISIBLE) | _DIGITS | {0xFF0E: ".", 0x66B: "."})  # the points ． and ٫
+_NOT_PLAIN = re.compile(f"[{''.join(chr(c) for c in _PLAIN if c < 65536)}\U00010000-\U0001d7ff]")  # one range: fast
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
 _THOUSANDS_SPACE = re.compile(r"(?:(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])|(?<=[0-9],)\\!\s*)(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")
@@ -554,13 +555,13 @@ _COMPARISON = re.compile(r"[<>!\u2264\u2265\u2248\u2260]|\\(?:le|ge|ne|approx|si
 _SIGN = re.compile(r"^([-+])\s+")
 _FRAC = re.compile(r"([-+]?)\\[cdt]?frac\s*(?:\{([^{}]+)\}|([0-9]))\s*(?:\{([^{}]+)\}|([0-9]))")
 _MIXED = re.compile(r"([-+]?)([0-9]{1,18})(?:[ \t]+|(?=\\))(\\[cdt]?frac.*|[0-9]{1,18}/[0-9]{1,18})")  # 2\frac12, 7 1/2
-_POWER_OF_TEN = re.compile(r"([-+]?[0-9.,]+)\s*(?:\\times|\\cdot|[×·*])\s*10\s*\^\s*\{?\s*([-+]?[0-9]{1,2})\s*\}?")
+_POWER_OF_TEN = re.compile(r"(?:([-+]?[0-9.,]+)\s*(?:\\times|\\cdot|[×·*])\s*|)10\s*\^\s*\{?\s*([-+]?[0-9]{1,2})\s*\}?")
 _HANZI = "零一二三四五六七八九"
 _CHINESE = re.compile(f"([{_HANZI}]?)(十?)([{_HANZI[1:]}]?)[个個只本元块天人岁次条张位件辆]?")  # 七, 十二, 四十二个
 _E_NOTATION = re.compile(r"([-+]?[0-9]+\.[0-9]+)[eE]([-+]?[0-9]{1,2})")  # a calculator's 1.25e6, not 1e3
 _NEGATIVE = re.compile(r"(?i)(?:negative|minus)\s+")
 _VULGAR = re.compile("(?<=[0-9])[ \t]?([¼-¾⅐-⅞])")  # 18½; a lone ½ is not a number
-_SUPERSCRIPT = re.compile("(?<=10)[⁺⁻]?[⁰¹²³⁴-⁹]{1,2}")  # 10¹
+_SUPERSCRIPT = re.compile(r"(?<=[\s×·]10)[⁺⁻]?[⁰¹²³⁴-⁹]{1,2}")  # × 10¹, \times 10¹; a lone 10² may be a footnote
 _DECIMAL = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")  # the common case, read at once
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ '\u2019-/"
@@ -594,11 +595,10 @@ def _parse(s):
         return (-1 if mixed[1] == "-" else 1) * (int(mixed[2]) + part) * factor if part and 0 < part < 1 else None
     power = _POWER_OF_TEN.fullmatch(s) or _E_NOTATION.fullmatch(s)
     frac = _FRAC.fullmatch(s)
-    a, slash, b = s.partition("/")  # 3/4, or a decimal over 1
-    b = b if slash else "1"
+    a, _, b = s.partition("/") if "/" in s else (s, "", "1")  # 3/4, or a decimal over 1
     sign = frac[1] if frac else ""
-    if power:  # rule 13: 1.35 \times 10^4, 1.25e6
-        a = power[1]
+    if power:  # rule 13: 1.35 \times 10^4, 10^6, 1.25e6
+        a = power[1] or "1"
         factor *= Fraction(10) ** int(power[2])
     elif frac:  # \frac{3}{4}, -\dfrac34
         a = frac[2] or frac[3]
@@ -610,9 +610,9 @@ def _parse(s):
     return (-x if sign == "-" else x) / y * factor
 
 
-def _plain(text, table=_PLAIN):
-    """Rule 0, before a sign or digit is read ("\u2212\u200b3" is -3, not 3): plain digits (_DIGITS: every script's)."""
-    return text.translate(table) if not text.isascii() and _NOT_PLAIN.search(text) else text
+def _plain(text):
+    """Rule 0, before a sign or digit is read ("\u2212\u200b3" is -3, not 3): plain digits (_DIGITS) and points."""
+    return text.translate(_PLAIN) if not text.isascii() and _NOT_PLAIN.search(text) else text
 
 
 def _normalize(s):

@@ -70,6 +70,7 @@ PARSES = [
     ("\u20135", -5),
     ("\u22121,234", -1234),
     ("\uff0d7", -7),
+    ("\u0664\u0662", 42),  # rule 0: a script's decimal digits, in a gold as in a completion
     ("\u20127", -7),
     ("- 7", -7),
     ("{-}7", -7),
@@ -166,7 +167,7 @@ NOT_NUMBERS = [
     "4 2",
     "--5",
     "5-",
-    "\u0664\u0662",
+    "\u0664 \u0662",  # 4 2: digits of any script, spaced
     "\u00bd",
     "1.2.3",
     "1" * 101,
@@ -1106,7 +1107,22 @@ def test_unicode_digits_signs_and_invisible_characters(completion, gold, paid):
 
 def test_invisible_characters_in_a_gold_or_a_parsed_answer():
     assert parse_number("\u2212" + ZW + "3") == -3 and parse_number("1" + SHY + "2") == 12
-    assert parse_number("\uff14\uff12") == 42 and parse_number("\u0664\u0662") is None  # Arabic-Indic: not NFKC digits
+    assert parse_number("\uff14\uff12") == 42 and parse_number("\u0664\u0662") == 42  # Arabic-Indic, as in a completion
+
+
+@pytest.mark.parametrize(
+    "completion, gold, paid",
+    [
+        ("The answer is 42.", "\u0664\u0662", True),  # rule 0: a gold's digits are read as a completion's are
+        ("The answer is 42.", "\u0664\u0663", False),
+        ("The answer is 42.", "\u096a\u0968", True),  # Devanagari
+        ("The answer is 42.", "\u096a", False),
+        ("الإجابة هي ٢٫٥", "\u0662\u066b\u0665", True),  # the Arabic decimal point in the gold too
+        ("The answer is 25.", "\u0662\u066b\u0665", False),
+    ],
+)
+def test_a_gold_in_the_digits_of_another_script(completion, gold, paid):
+    check([(completion, gold, paid)])
 
 
 LATEX_NOTATION = [  # rules 10, 11, 13: each right answer beside the nearest wrong one
@@ -1326,6 +1342,9 @@ def test_quantity_words_and_notations(completion, gold, paid):
         ("7 \u00be cups", F(31, 4)),
         ("1.8 \u00d7 10\u00b9", 18),
         ("2 \u00d7 10\u207b\u00b9", F(1, 5)),
+        ("10^6", 1000000),  # a power of ten alone, with a caret
+        ("1.8 \\times 10\u00b9", 18),
+        ("$10^{6}$", 1000000),
         ("1.25e6", 1250000),
         ("-2.5E-2", F(-1, 40)),
         ("$70k", 70000),
@@ -1371,8 +1390,11 @@ def test_parse_number_reads_the_new_notations(s, value):
         "null",
         "\u56db\u4e8c",
         "\u4e2a",
-        "10\u00b2",
+        "10\u00b2",  # a superscript on a lone 10 may be a footnote
         "1.8 \u00d7 10",
+        "10^6 + 1",
+        "2^10^6",
+        "10^6/2",
     ],
 )
 def test_parse_number_refuses_their_neighbours(s):
@@ -1405,6 +1427,10 @@ WRONG_IT_PAID = [  # rules 8 and 14: the three wrong answers paid before, each b
     (MILK + "**Answer:** You need .5 liters of milk.", "0.5", True),
     (MILK + "You need 0.5 liters of milk.", "0.5", True),
     (MILK + "You need 5 liters of milk.", "5", True),
+    ("You need .5 liters of milk.", "5", False),
+    ("Answer: \u2265 42", "42", False),
+    ("Answer: 42\u0338", "42", False),
+    ("Answer: 42", "42", True),
 ]
 FOLLOW_UPS = [  # rule 4: a closing offer or question after the answer is no new answer
     (
@@ -1432,6 +1458,8 @@ FOLLOW_UPS = [  # rule 4: a closing offer or question after the answer is no new
     ("Also bekommt sie 8 Euro zurück.\n\nSoll ich dir noch einen anderen Lösungsweg zeigen?", "8", True),
     ("所以，她找回 8 元。\n\n需要我再解释一遍吗？", "8", True),
     ("所以，她可能找回 8 元。\n\n需要我再解释一遍吗？", "8", False),
+    ("The answer is 42. Would you like me to walk through it?", "42", True),
+    ("The answer is 42. Or is it 43?", "42", False),
 ]
 RECHECKS = [  # rule 4: "Yes, N is right" after a re-check is a statement; the pause before it is no retraction
     (MARBLES + "The answer is 12. Wait, let me double check: 7 + 5 = 12. Yes, 12 is right.", "12", True),
@@ -1442,6 +1470,10 @@ RECHECKS = [  # rule 4: "Yes, N is right" after a re-check is a statement; the p
     (MARBLES + "The answer is \\boxed{12}.\n\nHmm, let me verify: 7 + 5 = 12. So 12 is wrong.", "12", False),
     (MARBLES + "#### 12\nWait, is that right? 7 + 5 = 12. Yes, 12 is indeed correct.", "12", True),
     (MARBLES + "#### 12\nWait, is that right? 7 + 5 = 12. Yes, 12 is not correct.", "12", False),
+    ("The answer is 42. Wait, let me double check: 40 + 2 = 42. Yes, 42 is right.", "42", True),
+    ("The answer is 42. Wait, 40 + 3 = 43. So the answer is 43.", "42", False),  # a retraction to another value
+    ("The answer is 42. Wait, 40 + 3 = 43. So the answer is 43.", "43", True),
+    ("The answer is 42. Wait, let me double check: 40 + 3 = 43. Yes, 43 is right.", "42", False),
 ]
 HEADERS = [  # rule 1: a stray assistant header inside the model's own turn is no end of it
     (
@@ -1491,8 +1523,22 @@ LOCAL_FORMATS = [  # rule 11: the word marking the answer decides how its number
     ("The answer is 2.400.", "2.4", True),  # an English word: a decimal point
     ("The answer is 2.400.", "2400", False),
     ("The answer is 2.400 €.", "2400", False),
+    ("Also kostet es $2.400.", "2400", True),  # a currency sign before it: money has no third decimal either
+    ("Also kostet es $2.400.", "2.4", False),
+    ("Also kostet es 2.400.", "2400", False),  # no money: a thousand, or one?
+    ("Antwort: €2.400", "2400", True),
+    ("Antwort: €2.40", "2.4", True),
+    ("Antwort: €1,250", "1250", False),
+    ("Antwort: €1,250", "1.25", False),
+    ("Die Antwort ist $2.400,50.", "2400.5", True),
+    ("Die Antwort ist $1.250.000.", "1250000", True),
+    ("Resposta: R$ 2.400", "2400", True),
+    ("The answer is $2.400.", "2.4", True),  # in English a point is a decimal point, in money too
+    ("The answer is $2.400.", "2400", False),
+    ("So it costs €2.400.", "2400", False),
+    ("\\boxed{€2.400}", "2400", False),  # a box is read as English writes
 ]
-QUANTITIES = [  # rules 7, 12, 13: number words, CJK numerals, quantity phrases, a power of ten in a box
+QUANTITIES = [  # rules 7, 12, 13: number words, CJK numerals, quantity phrases, a power of ten alone
     ("The company sold 500,000 units a quarter for 4 quarters.\nThe answer is two million.", "2000000", True),
     ("The company sold 500,000 units a quarter for 4 quarters.\nThe answer is two million.", "2", False),
     ("So she has fourteen apples left.", "14", True),
@@ -1515,6 +1561,21 @@ QUANTITIES = [  # rules 7, 12, 13: number words, CJK numerals, quantity phrases,
     ("There are a million grains: \\boxed{10^6}", "1000000", True),
     ("There are a million grains: \\boxed{10^6}", "6", False),
     ("\\boxed{10^6 - 1}", "999999", False),
+    ("The answer is 10^6.", "1000000", True),  # a power of ten alone, after a phrase or in a sentence
+    ("The answer is 10^6 + 1.", "1000000", False),
+    ("The answer is 10^6 + 1.", "1000001", False),
+    ("So there are 10^6 ways.", "1000000", True),
+    ("So there are 10^6 ways.", "6", False),
+    ("So there are $10^{6}$ ways.", "1000000", True),
+    ("So there are 10^6 + 1 ways.", "1000000", False),  # with another operand: no value
+    ("So there are 10^6 + 1 ways.", "1000001", False),
+    ("So there are 10^6/2 ways.", "1000000", False),
+    ("So there are 10^6/2 ways.", "500000", False),
+    ("So there are 110^6 ways.", "11000000", False),  # 10^6 inside another number
+    ("So there are 10^6.5 ways.", "1000000.5", False),
+    ("So there are 10^123 ways.", "10000000000003", False),
+    ("So there are 3 \\cdot 10^6 ways.", "1000000", False),
+    ("So there are 2^10^6 ways.", "1000000", False),
 ]
 GLOSSES = [  # rule 7: a gloss of the same quantity is the value it restates, not a second one
     ("Each dozen is 12 rolls and she needs 3 dozen.\nSo she needs 36 rolls (3 dozen).", "36", True),
@@ -1529,6 +1590,14 @@ GLOSSES = [  # rule 7: a gloss of the same quantity is the value it restates, no
     ("So the walk takes 1/2 an hour, that is 30 minutes.", "30", True),
     ("So the walk takes 1/2 an hour, that is 30 seconds.", "30", False),  # another quantity
     ("So she makes $18 per day, which is $126 per week.", "18", False),  # another quantity
+    ("\\boxed{36} rolls (3 dozen)", "36", True),  # after a box
+    ("\\boxed{36} rolls (4 dozen)", "36", False),
+    ("\\boxed{36} (or 40)", "36", False),
+    ("\\boxed{36} rolls (3 dozen) (or 40)", "36", False),
+    ("\\boxed{36} apples and pears (40 with the plums)", "36", False),  # neither side a quantity: no gloss
+    ("\\boxed{30} minutes (1/2 hour)", "30", True),
+    ("\\boxed{30} minutes (1/3 hour)", "30", False),
+    ("\\boxed{30} minutes, which is 1/2 hour", "30", True),
 ]
 LAST_LINES = [  # rule 4: with no mark, after some words, a closing line's one candidate value concludes
     ("Ann has 3 apples and Ben has 4 apples.\nTogether they have:\n3 + 4 = 7", "7", True),
@@ -1717,6 +1786,9 @@ HOSTILE = {  # name: (text, reward against gold "42")
     "two units": (fill("14 dollars and 50 cents ", "The answer is "), 0.0),
     "many 'Yes, 42 is right.'": (fill("Yes, 42 is right. "), 1.0),
     "money in German": (fill("2.400 € ", "Die Antwort ist "), 0.0),
+    "money signs first in German": (fill("€2.400 ", "Die Antwort ist "), 0.0),
+    "powers of ten in prose": (fill("10^6 ", "So there are "), 0.0),
+    "parentheses after a box": (fill("(3 dozen) ", "\\boxed{42} rolls "), 0.0),
     "assistant headers, then an answer": (fill("<|im_start|>assistant\n", "", "#### 42"), 1.0),
     "equations after words": (fill("3 + 4 = 42\n", "Ann has 3 apples.\n"), 0.0),
 }
