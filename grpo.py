@@ -300,7 +300,7 @@ def grpo_loss(
 # ----------------------------------------------------------------------------- notes
 # The facts behind the choices above, for a second reading; the tests named prove them with numbers.
 #
-# The variants (train.py's flags), each a function beside the paper's, chosen by name from a dict:
+# The variants (train.py's flags) and the dicts that name them:
 #     --kl     KL_KINDS  k3 (the paper's), k1, k2: per-token estimators of KL(π‖π_ref)
 #     --agg    AGGS      per_answer_mean (the paper's "grpo"), token_mean ("dapo"), constant_norm ("dr_grpo")
 #     --ratio  RATIOS    token_ratio (ρ_it, the paper's), sequence_ratio (GSPO's one ratio per answer, "seq")

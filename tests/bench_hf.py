@@ -11,8 +11,9 @@ The folder is made here by transformers (no download): a Qwen2-shaped model with
 layers, 7 query heads sharing 1 key/value head (GQA), q/k/v biases, tied embeddings, --vocab rows, and the test
 tokenizer of tests/data/tokenizers. nanogrpo reads it with checkpoint.load_model, transformers with
 from_pretrained (sdpa attention), both in float32. Each side draws every completion to --new_tokens (transformers:
-min_new_tokens; nanogrpo: random weights almost never stop), from the same left-padded prompts: --rows / G prompts,
-G (8) samples each, at temperature 1 with no top-k or top-p.
+min_new_tokens; nanogrpo: random weights almost never stop, and a row that ends early is still decoded until every row
+has ended), from the same left-padded prompts: --rows / G prompts, G (8) samples each, at temperature 1 with no top-k
+or top-p. --folder: a real folder instead (SmolLM2's, say), the samplers only; its rows may end, the batch rarely.
 
 The GRPO steps: train.py itself (runpy, one --steps 2 run a pair, --sft_steps 0, beta 0.04, its defaults otherwise;
 timed from its rollout's generate call to the end of its AdamW step, its evaluations excluded) and GRPOTrainer (one

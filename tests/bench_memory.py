@@ -4,12 +4,13 @@ against GPT.step_memory's estimate for it (what check_memory sizes the micro-bat
     python tests/bench_memory.py --G 8 --beta 0.04                       # the default command's model and sizes
     python tests/bench_memory.py --init_from DIR --prompt smollm2 --batch_prompts 2 --G 4 --micro_batch 8
 
-It runs train.py itself in this process (runpy) with --steps 1 --eval_size 1 --sft_steps 0 --device cpu and a
-temporary --out_dir, then the flags given: one step of random or loaded weights, an evaluation of one problem before
-and after it, the checkpoint's save. The growth is the process's peak resident memory (ru_maxrss) less what it held
-before train.py ran (Python, torch and the project imported). The estimate counts what the run holds at its peak,
-weights included: for the sizes train.py checked (its longest prompt plus --max_new_tokens), and for those its step
-ran at (the sampler may stop early), which the growth is compared with.
+It runs train.py itself in this process (runpy) with --steps 2 --eval_size 1 --sft_steps 0 --device cpu and a temporary
+--out_dir, then the flags given: two steps of random or loaded weights (the second holds AdamW's moments, as the
+estimate counts), an evaluation of one problem before and after them, the checkpoint's saves. The growth is the
+process's peak resident memory (ru_maxrss) less what it held before train.py ran (Python, torch and the project
+imported). The estimate counts what the run holds at its peak, weights included: for the sizes train.py checked (its
+longest prompt plus --max_new_tokens), and for those its step ran at (the sampler may stop early), which the growth is
+compared with.
 """
 
 import os
