@@ -108,7 +108,7 @@ def extract_answer(text, *, last_number=False):
     """The final answer written in a completion, as a string, or None (no answer, or not a clean one). Rules 0-9 find
     it, in order; parse_number() applies 0 and 10-14 to the answer and the gold alike:
      0. Before anything is read, in a completion and a gold alike, invisible characters go and decimal digits (of every
-        script up to the mathematical 𝟿, U+1D7FF) turn plain: "４２", "𝟒𝟐", "٤٢", "۴۲", "४२" are 42; ． and ٫ are points.
+        script, all below U+20000) turn plain: "４２", "𝟒𝟐", "٤٢", "۴۲", "४२", "𞥔𞥒" are 42; ． and ٫ are points.
      1. Cut at the first end-of-turn token (END_TOKENS, <|im_start|>user, system or tool), not at <|im_start|>assistant.
      2. Thinking goes: all up to the last </think>; an unclosed <think> up to an <answer> after it, or on.
      3. Code blocks (```), HTML comments, LaTeX % comments and ~~struck-out~~ text are blanked.
@@ -540,9 +540,9 @@ def _last_number(text):
 
 # ----------------------------------------------------------------------------- parsing
 _INVISIBLE = "\u200b\u200c\u200d\u2060\u00ad\ufeff"  # zero-width space, (non-)joiner, word joiner, soft hyphen, BOM
-_DIGITS = {c: str(unicodedata.digit(chr(c))) for c in range(128, 0x1D800) if chr(c).isdecimal()}  # ٤ ۴ ४ ４ ... 𝟿
+_DIGITS = {c: str(unicodedata.digit(chr(c))) for c in range(128, 0x20000) if chr(c).isdecimal()}  # ٤ ۴ ४ ４ 𝟿 𞥙
 _PLAIN = str.maketrans(dict.fromkeys(_INVISIBLE) | _DIGITS | {0xFF0E: ".", 0x66B: "."})  # the points ． and ٫
-_NOT_PLAIN = re.compile(f"[{''.join(chr(c) for c in _PLAIN if c < 65536)}\U00010000-\U0001d7ff]")  # one range: fast
+_NOT_PLAIN = re.compile(f"[{''.join(chr(c) for c in _PLAIN if c < 65536)}\U00010000-\U0001ffff]")  # one range: fast
 _MINUS = str.maketrans({c: "-" for c in "\u2212\u2013\u2012\u2010\u2011\uff0d\ufe63"})
 _THOUSANDS_SPACE = re.compile(r"(?:(?<=[0-9])(?:\\[,;: ]|[\u2009\u202f\u00a0])|(?<=[0-9],)\\!\s*)(?=[0-9]{3}(?![0-9]))")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|boxed|fbox|bm)\s*\{")

@@ -1502,6 +1502,9 @@ SCRIPT_DIGITS = [  # rule 0: in a completion, the decimal digits of every script
     ("इसलिए, उत्तर १२ है।", "12", True),
     ("उत्तर: शायद १२ है।", "12", False),
     ("The answer is \\boxed{١٢}.", "12", True),
+    ("The answer is 𞥑𞥒.", "12", True),  # Adlam, past U+1D7FF
+    ("The answer is 𞥑𞥓.", "12", False),
+    ("The answer is 🯱🯲.", "12", True),  # segmented digits, U+1FBF0..
 ]
 LOCAL_FORMATS = [  # rule 11: the word marking the answer decides how its number is written
     ("Cada botella tiene 250 ml, y 2 botellas son 500 ml.\nPor lo tanto, la respuesta es 0,5 litros.", "0.5", True),
