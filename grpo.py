@@ -357,8 +357,7 @@ def grpo_loss(
 # the denominators: the live groups' policy gradient shrinks with the live share of the step (by exactly the live
 # fraction of sequences under "grpo" and "dr_grpo", of tokens under "dapo"). DAPO's dynamic sampling refills the batch
 # with live groups instead: train.py --dynamic K, for at most K rounds; groups still dead then are trained and counted
-# as above. DAPO itself also sets clip_eps=0.2, clip_eps_high=0.28, beta=0, and the overlong penalty
-# (reward.overlong_penalty).
+# as above. DAPO's other settings: README's table of the literature's variants.
 #
 # GSPO (tests/test_grpo.py). Every token of o_i carries min(s_i·A_i, clip(s_i)·A_i), weighed by the aggregation as
 # ρ_it·A_i would be (agg="grpo": GSPO's 1/G Σ_i). On-policy (μ = 1) s_i ≡ 1 and ∇s_i = 1/|o_i| Σ_t ∇log π_it, so it
