@@ -7,15 +7,12 @@ advantage.py: one advantage per completion, computed inside its group of G answe
     dr_grpo   A_i = r_i - mean(r)                      Dr. GRPO (Liu et al. 2025): this + agg="dr_grpo" + beta=0
     none      A_i = r_i                                no baseline, for comparison only
 
-Where this departs from DeepSeekMath: methods other than std are options it does not have; its formula has no eps and
-does not say which σ (group_advantages); a dead group's exact 0 is ours (dead_groups).
-Why a baseline, what dividing by σ does, how often a group is dead: the notes at the end of this file.
-Pure functions; `rewards` (B*G,), in contiguous groups (row b*G + g is answer g of b), is never written to.
+Each is a function named in METHODS. Where this departs from DeepSeekMath: the methods but std; its formula has no
+eps and does not say which σ (group_advantages); a dead group's exact 0 is ours (_zero_if_dead). The notes at the
+end: why a baseline, what dividing by σ does, how often a group is dead. Rewards (B*G,), row b*G + g, stay unwritten.
 """
 
 import torch
-
-METHODS = ("mean", "std", "loo", "dr_grpo", "none")
 
 
 def _groups(rewards, G):
@@ -41,26 +38,53 @@ def dead_groups(rewards, G):
 
 
 def group_advantages(rewards, G, method="std", eps=1e-4, unbiased=True):
-    """Advantages (B*G,) from rewards (B*G,) by `method` (the module docstring). eps is added to σ under "std" only
-    (eps=0 is allowed). unbiased: σ divides by G-1 (as torch.std, TRL and verl), else by G (the population σ)."""
+    """Advantages (B*G,) from rewards (B*G,) by METHODS[method] (the module docstring). eps is added to σ under "std"
+    only (eps=0 is allowed). unbiased: σ divides by G-1 (as torch.std, TRL and verl), else by G (the population σ)."""
     if method not in METHODS:
         raise ValueError(f"unknown advantage method '{method}'; choose one of {', '.join(METHODS)}")
-    if method == "none":  # needs no group: the raw reward, no baseline
-        return _as_float(rewards).clone()  # A_i = r_i
+    return METHODS[method](rewards, G, eps, unbiased)  # (B*G,)
+
+
+def std_advantages(rewards, G, eps, unbiased):
+    """GRPO's, within each group: A_i = (r_i - mean(r)) / (σ(r) + eps); 0 in a dead group."""
     r = _groups(rewards, G)  # (B, G)
-    mu = r.mean(dim=1, keepdim=True)  # (B, 1)
-    if method in ("mean", "dr_grpo"):
-        adv = r - mu  # A_i = r_i - mean(r)
-    elif method == "std":
-        sigma = r.std(dim=1, keepdim=True, unbiased=unbiased)  # (B, 1)
-        adv = (r - mu) / (sigma + eps)  # A_i = (r_i - mean(r)) / (σ + eps)
-    else:  # loo
-        others = (r.sum(dim=1, keepdim=True) - r) / (G - 1)  # (B, G) mean of the other G-1
-        adv = r - others  # A_i = r_i - mean_{j≠i} r_j
-    # dead groups: exactly 0 (r - mean(r) can be ±1e-17 in floating point, and 0/0 with eps=0)
+    sigma = r.std(dim=1, keepdim=True, unbiased=unbiased)  # (B, 1)
+    adv = (r - r.mean(dim=1, keepdim=True)) / (sigma + eps)  # (B, G) A_i = (r_i - mean(r)) / (σ + eps)
+    return _zero_if_dead(adv, rewards, G)  # (B*G,)
+
+
+def _zero_if_dead(adv, rewards, G):
+    """adv (B, G) as (B*G,), exactly 0 in each dead group (r - mean(r) can be ±1e-17 in floating point, and 0/0 with
+    eps=0)."""
     dead = dead_groups(rewards, G)[:, None]  # (B, 1)
-    adv = torch.where(dead, torch.zeros_like(adv), adv)  # (B, G)
-    return adv.reshape(-1)  # (B*G,)
+    return torch.where(dead, torch.zeros_like(adv), adv).reshape(-1)  # (B*G,)
+
+
+def mean_advantages(rewards, G, eps, unbiased):
+    """Within each group: A_i = r_i - mean(r) (Dr. GRPO's too); 0 in a dead group. eps and unbiased are unused."""
+    r = _groups(rewards, G)  # (B, G)
+    return _zero_if_dead(r - r.mean(dim=1, keepdim=True), rewards, G)  # (B*G,)
+
+
+def loo_advantages(rewards, G, eps, unbiased):
+    """Leave-one-out, within each group: A_i = r_i - mean_{j≠i} r_j; 0 in a dead group. eps and unbiased unused."""
+    r = _groups(rewards, G)  # (B, G)
+    others = (r.sum(dim=1, keepdim=True) - r) / (G - 1)  # (B, G) mean of the other G-1
+    return _zero_if_dead(r - others, rewards, G)  # (B*G,)
+
+
+def no_baseline(rewards, G, eps, unbiased):
+    """A_i = r_i, the raw reward: no group needed (G is unused), and a dead group keeps its rewards."""
+    return _as_float(rewards).clone()  # (B*G,)
+
+
+METHODS = {  # --adv: each name's fn(rewards (B*G,), G, eps, unbiased) -> (B*G,)
+    "mean": mean_advantages,
+    "std": std_advantages,
+    "loo": loo_advantages,
+    "dr_grpo": mean_advantages,
+    "none": no_baseline,
+}
 
 
 def group_stats(rewards, G, unbiased=True):

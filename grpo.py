@@ -7,11 +7,10 @@ DeepSeekMath's objective (Shao et al. 2024), maximised; grpo_loss returns its ne
     ρ_it = π_θ(o_it | q, o_i,<t) / π_old(o_it | q, o_i,<t)     the ratio; A_i from advantage.py
     D_it = π_ref/π_θ - log(π_ref/π_θ) - 1                      "k3", in the loss, not in the reward
 
-The paper's path is grpo_loss with its defaults. Each variant (train.py's flags) is a function beside the paper's,
-named in a dict (KL_KINDS, AGGS, RATIOS, LOSSES), so grpo_loss has no branch for any of them.
+The paper's path is grpo_loss with its defaults; each variant (train.py's flags) is a function beside the paper's,
+named in a dict, so grpo_loss has no branch for any (the notes at the end list them, and the facts behind the choices).
 Departures from DeepSeekMath: ε = 0.2 where it states none (PPO's, Schulman et al. 2017); ε_high (DAPO's
-clip-higher); the variants; beta = 0 needs no π_ref; k3's clamp. The notes at the end of this file list the variants
-and give the facts behind the choices.
+clip-higher); the variants; beta = 0 needs no π_ref; k3's clamp.
 """
 
 from contextlib import nullcontext
@@ -218,11 +217,9 @@ def _check_loss_args(logp, ref_logp, advantages, mask, beta, kl, agg, ratio, los
             raise ValueError(f"unknown {name} '{value}'; choose one of {', '.join(known)}")
     if ref_logp is None and beta != 0:
         raise ValueError(f"beta={beta} needs reference log-probs; pass ref_logp or set beta=0")
-    N, T = logp.shape
-    if mask.shape != (N, T) or advantages.shape != (N,):
-        raise ValueError(
-            f"expected mask {(N, T)} and advantages {(N,)}, got {tuple(mask.shape)} and {tuple(advantages.shape)}"
-        )
+    want = (tuple(logp.shape), tuple(logp.shape[:1]))  # mask (N, T), advantages (N,)
+    if (tuple(mask.shape), tuple(advantages.shape)) != want:
+        raise ValueError(f"mask and advantages need shapes {want}, got {tuple(mask.shape)}, {tuple(advantages.shape)}")
 
 
 def _masked(x, mask):
@@ -283,10 +280,8 @@ def grpo_loss(
 
     with torch.no_grad():
         keep = mask.to(rho.dtype)  # (N, T)
-        stats = {  # detached, 0-dim, this call's share of the step: they add up over micro-batches and ranks
-            "loss": total.detach(),
-            "pg_loss": pg_loss.detach(),
-            "kl_loss": kl_loss.detach(),
+        stats = dict(loss=total.detach(), pg_loss=pg_loss.detach(), kl_loss=kl_loss.detach())  # 0-dim, as below
+        stats |= {  # this call's share of the step's values: they add up over micro-batches and ranks
             "kl": (keep * kl_tok).sum() / num_tokens,  # the per-token KL estimate's (0 without ref_logp)
             "clip_frac_low": (keep * clipped_low).sum() / num_tokens,  # clipped below (A < 0): no gradient
             "clip_frac_high": (keep * clipped_high).sum() / num_tokens,  # above (A > 0); "cispo": capped, gradient kept

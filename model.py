@@ -47,15 +47,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def left_pad(seqs, pad_id):
-    """Token lists -> idx (N, L) long and mask (N, L) bool, True on real tokens, padded on the left."""
+def left_pad(seqs, pad_id, device="cpu"):
+    """Token lists -> idx (N, L) long and mask (N, L) bool on `device`, True on real tokens, padded on the left."""
     L = max(len(s) for s in seqs)
     idx = torch.full((len(seqs), L), pad_id, dtype=torch.long)  # (N, L)
     mask = torch.zeros(len(seqs), L, dtype=torch.bool)  # (N, L)
     for n, s in enumerate(seqs):
         idx[n, L - len(s) :] = torch.tensor(s, dtype=torch.long)
         mask[n, L - len(s) :] = True
-    return idx, mask
+    return idx.to(device), mask.to(device)
 
 
 # ----------------------------------------------------------------------------- KV cache

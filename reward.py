@@ -10,8 +10,6 @@ format reward, 0 by default) pays a final tag, box or #### that parses on the la
 Where this departs from DeepSeekMath: it scored with a learned reward model; this is a rule-based verifier, as in
 DeepSeek-R1 and RLVR (Tülu 3): one number per completion, exact, cheap, no model to fool, yet b pays a well-formed
 wrong answer by design (at most a tenth of a right one) and a completion written against these rules can be misread.
-Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex has a
-nested quantifier, and every value, box, sentence and window read is capped in length.
 """
 
 import functools
@@ -22,6 +20,8 @@ from fractions import Fraction
 
 import torch
 
+# Linear time on hostile input: marks are found with str.find from either end (at most MAX_MARKS tried), no regex has
+# a nested quantifier, and every value, box, sentence and window read is capped in length (these caps).
 MAX_MARKS = 64  # answer marks tried from the end (or the start) before giving up: no answer
 MAX_ANSWER_CHARS = 200  # a longer answer, or a box that does not close within it, is not a number
 RETRACT_CHARS = 4000  # how far after the final answer a retraction ("wait", "wrong") is looked for

@@ -2,13 +2,9 @@
 sample.py: draw G completions per prompt with a KV cache, o_i ~ π_θ_old(·|q), i = 1..G, as a Rollout.
 
 The B prompts are left-padded and prefilled ONCE; then N = B*G rows (row b*G + g: completion g of prompt b) decode
-one token per step until all have emitted EOS, or for max_new_tokens steps (T, the steps taken). Shape letters and
-the mask: model.py.
-
-Our choices, where DeepSeekMath states none: a temperature τ, with optional top-k (generate); π_old's log-probs are
-not taken from here (README's step table says why; `Rollout.logprobs` give logp_gap).
-Further on: the fast decoders "static" and "graph" (their section); pass@k, maj@k and evaluate(), judged by the task;
-a command line that talks to a checkpoint.
+one token per step until all have emitted EOS, or for max_new_tokens steps (T, the steps taken). Shapes: model.py.
+Our choices, where DeepSeekMath states none: a temperature τ, optional top-k; π_old's log-probs are not taken from
+here (train.py's docstring says why). Further on: the fast decoders, pass@k, maj@k, evaluate() and a command line.
 """
 
 import math
@@ -216,9 +212,7 @@ def generate(
     stops = torch.tensor(ends, device=device)  # (n_stops,)
 
     # left-pad the B prompts and prefill them once
-    idx, mask = left_pad(prompts, eos_id)  # (B, P), (B, P)
-    idx = idx.to(device)
-    mask = mask.to(device)
+    idx, mask = left_pad(prompts, eos_id, device)  # (B, P), (B, P)
     cache = model.new_cache(P + max_new_tokens, static=decode != "plain")
     logits = model(idx, mask, cache=cache, logits_at=slice(-1, None))[:, 0]  # (B, V) each prompt's next token
     cache.repeat_interleave(G)  # B rows -> N rows, row b*G+g from row b

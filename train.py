@@ -1,13 +1,14 @@
 """
 train.py: warm-start a small GPT on a task, then train it with GRPO (Shao et al. 2024). One step, the loop at the end:
-    1-2. G completions o_i ~ π_old(·|q) per prompt q, scored r_i       rollout(): sample.py, tasks/
-    3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group      advantage.py
-    4.   log π_ref of the sampled tokens, once, without grad           score(): grpo.score
-    5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3]   grpo.py, AdamW
+    0.   B problems q (task.sample); encode() puts each in the prompt template       tasks/base.py
+    1-2. G completions o_i ~ π_old(·|q) each, rewards r_i (N,): rollout()           sample.py, reward.py
+    3.   A_i = (r_i - mean(r)) / (std(r) + eps) within each group, (N,)             advantage.py
+    4.   log π_ref (N, T) of the sampled tokens, once, without grad: score()        grpo.score
+    5.   μ updates of -1/(B·G) Σ_i 1/|o_i| Σ_t [min(ρA, clip(ρ)A) - β·k3], AdamW     grpo.py
 Departures from DeepSeekMath: a small GPT warm-started on a teacher that is wrong some of the time, not a 7B math
 model; a rule-based verifier, not a reward model; π_old's log-probs from the first update's forward, not the
-sampler's (README's step table says why); one reference model, the warm start (the paper's iterative GRPO resets it).
-Sections headed PLUMBING (flags, ranks, checkpoints, logs) teach nothing about GRPO: a learner may skip them.
+sampler's, whose KV cache and kernels differ by rounding (logp_gap), so ρ = 1 exactly at μ = 1; one reference model,
+the warm start (the paper's iterative GRPO resets it). Sections headed PLUMBING teach nothing about GRPO.
 """
 
 import argparse
@@ -291,6 +292,25 @@ def log_step(roll, rewards, correct, old_logp, stats, entropy, sampled, t0):  # 
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: π_old is not scored as the sampler drew")
 
 
+def begin():  # the log as far as the checkpoint, Ctrl-C's handler; a new run's starting point evaluated
+    run.open_log(ckpt["log_bytes"] if ckpt else 0)
+    run.catch_ctrl_c()  # Ctrl-C: every rank finishes the step, then the run saves
+    if master and not ckpt:
+        evaluate()
+    if args.steps == 0 and not ckpt:
+        save()  # --steps 0: the starting model
+
+
+def end_of_step():  # evaluate and save when due; True when any rank's Ctrl-C stops the run (all ranks together)
+    stopping = all_sum(torch.tensor([run.stopped], device=device)).item() > 0
+    due = step % args.eval_every == 0 or step == args.steps
+    if master and due:
+        evaluate()
+    if due or stopping:
+        save()
+    return stopping
+
+
 SHOW = "step reward_mean acc dead_frac kl clip_frac_low clip_frac_high entropy len truncated logp_gap tok_s dt".split()
 still = {"reward_mean"} if args.reward == "verifier" and not args.format_bonus and not args.overlong else set()  # =acc
 still |= {"kl"} if args.beta == 0 else set()
@@ -303,15 +323,10 @@ ref = copy.deepcopy(model).requires_grad_(False) if args.beta > 0 else None  # f
 optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
 step = checkpoint.restore_training(ckpt, run.ckpt, optimizer, ref, task.key) if ckpt else 0  # AdamW's, π_ref
 optimizer.param_groups[0]["lr"] = args.lr  # the flag, not a saved value
-# PLUMBING up to the loop (the log, Ctrl-C): a learner may skip it; try not to modify it
-run.open_log(ckpt["log_bytes"] if ckpt else 0)  # as far as the checkpoint
-run.catch_ctrl_c()  # Ctrl-C: every rank finishes the step, then the run saves
-stopping = False  # any rank's Ctrl-C
-if master and not ckpt:
-    evaluate()  # the starting point
-variant = dict(clip_eps=args.clip_eps, clip_eps_high=args.clip_eps_high, beta=args.beta, kl=args.kl, agg=args.agg)
-variant |= dict(ratio=args.ratio, loss=args.loss)  # grpo_loss's choices
+begin()  # PLUMBING: the log, Ctrl-C, the starting point's evaluation
+variant = {k: vars(args)[k] for k in ("clip_eps", "clip_eps_high", "beta", "kl", "agg", "ratio", "loss")}
 skips = 0  # updates skipped in a row (a loss or gradient not finite)
+stopping = False  # any rank's Ctrl-C
 while step < args.steps and not stopping:
     t0 = time.time()
     rng = random.Random(f"{args.seed}-grpo-{step}")  # the step's problems, on every rank
@@ -335,7 +350,7 @@ while step < args.steps and not stopping:
         for rows in micro:
             mask = roll.completion_mask[rows]  # (n, T) True up to and including the first EOS
             logp, H = score(fwd, roll, rows, args.temperature, with_entropy=True)  # (n, T), (n, T)
-            if inner == 0:  # the weights are still π_old's
+            if inner == 0:  # the weights are still π_old's (the docstring: why not the sampler's)
                 old_logp[rows] = logp.detach()
                 entropy += H[mask].sum()
             ref_rows = None if ref is None else ref_logp[rows]
@@ -358,13 +373,5 @@ while step < args.steps and not stopping:
     step += 1
     log_step(roll, rewards, correct, old_logp, stats, entropy / totals["num_tokens"], sampled, t0)
     stop_if_stuck(skips, step)
-    # PLUMBING to the loop's end (stop, evaluate, save): a learner may skip it; try not to modify it
-    stopping = all_sum(torch.tensor([run.stopped], device=device)).item() > 0  # all ranks stop together
-    due = step % args.eval_every == 0 or step == args.steps
-    if master and due:
-        evaluate()
-    if due or stopping:
-        save()
-if args.steps == 0 and not ckpt:
-    save()  # --steps 0: the starting model
+    stopping = end_of_step()  # PLUMBING: evaluate and save when due; Ctrl-C
 run.finish(step, world)  # every rank waits for rank 0's last save
