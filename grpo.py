@@ -131,10 +131,7 @@ def _check_agg(agg, max_len):
     if agg not in AGGS:
         raise ValueError(f"unknown aggregation '{agg}'; choose one of {', '.join(AGGS)}")
     if agg == "dr_grpo" and max_len is None:
-        raise ValueError(
-            "agg='dr_grpo' needs max_len, the step's completion length limit (a constant); "
-            "this batch's own length would change whenever sampling stops early"
-        )
+        raise ValueError("agg='dr_grpo' needs max_len, the step's completion length limit (aggregate(): why)")
 
 
 def aggregate(x, mask, agg, *, num_seqs=None, num_tokens=None, max_len=None):
