@@ -9,7 +9,7 @@ advantage.py: one advantage per completion, computed inside its group of G answe
 
 Each is a function named in METHODS. Where this departs from DeepSeekMath: the methods but std; its formula has no
 eps and does not say which σ (group_advantages); a dead group's exact 0 is ours (_zero_if_dead). The notes at the
-end: why a baseline, what dividing by σ does, how often a group is dead. Rewards (B*G,), row b*G + g, stay unwritten.
+end: why a baseline, what dividing by σ does, how often a group is dead. `rewards` (B*G,), row b*G + g, is read only.
 """
 
 import torch
@@ -46,7 +46,7 @@ def group_advantages(rewards, G, method="std", eps=1e-4, unbiased=True):
 
 
 def std_advantages(rewards, G, eps, unbiased):
-    """GRPO's, within each group: A_i = (r_i - mean(r)) / (σ(r) + eps); 0 in a dead group."""
+    """GRPO's advantages, within each group (the formula beside its line); 0 in a dead group."""
     r = _groups(rewards, G)  # (B, G)
     sigma = r.std(dim=1, keepdim=True, unbiased=unbiased)  # (B, 1)
     adv = (r - r.mean(dim=1, keepdim=True)) / (sigma + eps)  # (B, G) A_i = (r_i - mean(r)) / (σ + eps)

@@ -292,7 +292,7 @@ def log_step(roll, rewards, correct, old_logp, stats, entropy, sampled, t0):  # 
         print(f"WARNING: logp_gap {record['logp_gap']:.3g}: π_old is not scored as the sampler drew")
 
 
-def begin():  # the log as far as the checkpoint, Ctrl-C's handler; a new run's starting point evaluated
+def begin():  # the log as far as the checkpoint; Ctrl-C's handler; a new run's start evaluated (and saved at --steps 0)
     run.open_log(ckpt["log_bytes"] if ckpt else 0)
     run.catch_ctrl_c()  # Ctrl-C: every rank finishes the step, then the run saves
     if master and not ckpt:
