@@ -54,8 +54,7 @@ def std_advantages(rewards, G, eps, unbiased):
 
 
 def _zero_if_dead(adv, rewards, G):
-    """adv (B, G) as (B*G,), exactly 0 in each dead group (r - mean(r) can be ±1e-17 in floating point, and 0/0 with
-    eps=0)."""
+    """adv (B, G) as (B*G,), exactly 0 in each dead group (r - mean(r) can be ±1e-17 in floats, 0/0 at eps=0)."""
     dead = dead_groups(rewards, G)[:, None]  # (B, 1)
     return torch.where(dead, torch.zeros_like(adv), adv).reshape(-1)  # (B*G,)
 
